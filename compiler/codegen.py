@@ -1,0 +1,868 @@
+"""codegen: Core IR -> LLVM IR text, one function per kernel.
+
+Written as text rather than with llvmlite.ir because the IR needs `bfloat`. Scalars live in
+allocas (mem2reg promotes them); every vector instruction becomes a loop nest over its
+destination's extent whose inner loop LLVM vectorises for the host's widest vectors. f16/bf16
+operate in f32 and round per instruction, as the vector unit and torch's CPU kernels do.
+Every DMA checks its GM window against the tensor before touching memory (always on); the
+trace of issued instructions is written only when the launch asked for a profile.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from compiler import sexpr as S
+from compiler.ir import (Barrier, Buf, Check, Flag, For, If, Kernel, Load, Mmad, Move, Print, SetVar, Stmt, Store,
+                         VOp)
+from compiler.sexpr import F64, I64, SExpr
+from dsl.types import DType, boolean
+from simulator import abi
+from simulator.isa import INFO, Instr, Pipe
+
+LL = {"i64": "i64", "f64": "double"}
+
+
+def ffloat(v: float) -> str:
+    """An LLVM double literal, exact (hex form)."""
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
+
+
+@dataclass
+class CheckInfo:
+    code: str
+    message: str
+    hint: str
+    loc: object
+
+
+@dataclass
+class Gen:
+    k: Kernel
+    sym: str
+    lines: list[str] = field(default_factory=list)
+    allocas: list[str] = field(default_factory=list)
+    n: int = 0
+    checks: list[CheckInfo] = field(default_factory=list)
+    cache: list[dict] = field(default_factory=lambda: [{}])
+    decls: set[str] = field(default_factory=set)
+    args_used: set = field(default_factory=set)
+    strings: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------ text helpers
+    def tmp(self) -> str:
+        self.n += 1
+        return f"%v{self.n}"
+
+    def label(self, hint: str) -> str:
+        self.n += 1
+        return f"{hint}{self.n}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def op(self, text: str) -> str:
+        t = self.tmp()
+        self.emit(f"{t} = {text}")
+        return t
+
+    def block(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+
+    def br(self, target: str) -> None:
+        self.emit(f"br label %{target}")
+
+    def cbr(self, cond: str, a: str, b: str) -> None:
+        self.emit(f"br i1 {cond}, label %{a}, label %{b}")
+
+    def intrinsic(self, decl: str) -> None:
+        self.decls.add(decl)
+
+    # ------------------------------------------------------------ context
+    def ctx_word(self, i: int) -> str:
+        p = self.op(f"getelementptr i64, ptr %ctx, i64 {i}")
+        return p
+
+    def ctx_load(self, i: int) -> str:
+        return self.op(f"load i64, ptr {self.ctx_word(i)}, align 8")
+
+    def var_ptr(self, name: str) -> str:
+        return "%var." + name.replace(".", "_").replace("%", "_")
+
+    # ------------------------------------------------------------ scalars
+    def sval(self, e: SExpr) -> str:
+        """SSA value (or literal) for a scalar expression, typed i64 or double."""
+        if e.op == "const":
+            return str(int(e.value)) if e.ty == I64 else ffloat(float(e.value))
+        for c in reversed(self.cache):
+            if e in c:
+                return c[e]
+        v = self._sval(e)
+        self.cache[-1][e] = v
+        return v
+
+    def _sval(self, e: SExpr) -> str:
+        op, ty = e.op, LL[e.ty]
+        if op == "var":
+            name = e.args[0]
+            return self.op(f"load {ty}, ptr {self.var_ptr(name)}, align 8")
+        if op == "arg":
+            self.args_used.add(e)
+            return f"%arg{e.args[0]}"
+        if op == "core_id":
+            return "%core_id"
+        if op == "num_cores":
+            return "%num_cores"
+        if op == "select":
+            c = self.truth(e.args[0])
+            return self.op(f"select i1 {c}, {ty} {self.sval(e.args[1])}, {ty} {self.sval(e.args[2])}")
+        if len(e.args) == 2:
+            return self.sbinary(op, e.args[0], e.args[1], e.ty)
+        a = e.args[0]
+        x = self.sval(a)
+        at = LL[a.ty]
+        if op == "neg":
+            return self.op(f"sub i64 0, {x}") if e.ty == I64 else self.op(f"fneg double {x}")
+        if op == "not":
+            c = self.op(f"icmp eq {at} {x}, 0") if a.ty == I64 else self.op(f"fcmp oeq double {x}, 0.0")
+            return self.op(f"zext i1 {c} to i64")
+        if op == "abs":
+            if e.ty == I64:
+                self.intrinsic("declare i64 @llvm.abs.i64(i64, i1)")
+                return self.op(f"call i64 @llvm.abs.i64(i64 {x}, i1 false)")
+            return self.fcall("fabs", x)
+        if op == "i2f":
+            return self.op(f"sitofp i64 {x} to double")
+        if op == "f2i":
+            self.intrinsic("declare i64 @llvm.fptosi.sat.i64.f64(double)")
+            return self.op(f"call i64 @llvm.fptosi.sat.i64.f64(double {x})")
+        if op in ("exp", "log", "sqrt", "rint"):
+            return self.fcall(op, x)
+        if op == "rsqrt":
+            return self.op(f"fdiv double 1.0, {self.fcall('sqrt', x)}")
+        raise AssertionError(f"scalar op {op}")
+
+    def fcall(self, name: str, x: str, ty: str = "double") -> str:
+        suffix = {"double": "f64", "float": "f32"}[ty]
+        self.intrinsic(f"declare {ty} @llvm.{name}.{suffix}({ty})")
+        return self.op(f"call {ty} @llvm.{name}.{suffix}({ty} {x})")
+
+    def truth(self, e: SExpr) -> str:
+        x = self.sval(e)
+        if e.ty == I64:
+            return self.op(f"icmp ne i64 {x}, 0")
+        return self.op(f"fcmp une double {x}, 0.0")
+
+    def sbinary(self, op: str, a: SExpr, b: SExpr, ty: str) -> str:
+        if op in ("and", "or"):
+            x, y = self.truth(a), self.truth(b)
+            return self.op(f"zext i1 {self.op(f'{op} i1 {x}, {y}')} to i64")
+        x, y = self.sval(a), self.sval(b)
+        if a.ty == F64:
+            if op in S.COMPARE:
+                cc = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}[op]
+                return self.op(f"zext i1 {self.op(f'fcmp {cc} double {x}, {y}')} to i64")
+            if op in ("+", "-", "*", "/"):
+                ins = {"+": "fadd", "-": "fsub", "*": "fmul", "/": "fdiv"}[op]
+                return self.op(f"{ins} double {x}, {y}")
+            if op in ("min", "max"):
+                name = {"min": "minimum", "max": "maximum"}[op]
+                self.intrinsic(f"declare double @llvm.{name}.f64(double, double)")
+                return self.op(f"call double @llvm.{name}.f64(double {x}, double {y})")
+            if op == "**":
+                self.intrinsic("declare double @llvm.pow.f64(double, double)")
+                return self.op(f"call double @llvm.pow.f64(double {x}, double {y})")
+            if op == "//":
+                return self.fcall("floor", self.op(f"fdiv double {x}, {y}"))
+            if op == "%":
+                q = self.fcall("floor", self.op(f"fdiv double {x}, {y}"))
+                return self.op(f"fsub double {x}, {self.op(f'fmul double {q}, {y}')}")
+            raise AssertionError(op)
+        if op in S.COMPARE:
+            cc = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}[op]
+            return self.op(f"zext i1 {self.op(f'icmp {cc} i64 {x}, {y}')} to i64")
+        simple = {"+": "add", "-": "sub", "*": "mul", "&": "and", "|": "or", "^": "xor", "<<": "shl", ">>": "ashr"}
+        if op in simple:
+            return self.op(f"{simple[op]} i64 {x}, {y}")
+        if op in ("min", "max"):
+            name = {"min": "smin", "max": "smax"}[op]
+            self.intrinsic(f"declare i64 @llvm.{name}.i64(i64, i64)")
+            return self.op(f"call i64 @llvm.{name}.i64(i64 {x}, i64 {y})")
+        if op in ("//", "%"):
+            return self.int_divmod(op, x, y, "i64")
+        if op == "**":
+            fx, fy = self.op(f"sitofp i64 {x} to double"), self.op(f"sitofp i64 {y} to double")
+            self.intrinsic("declare double @llvm.pow.f64(double, double)")
+            r = self.op(f"call double @llvm.pow.f64(double {fx}, double {fy})")
+            return self.op(f"fptosi double {r} to i64")
+        raise AssertionError(op)
+
+    def int_divmod(self, op: str, x: str, y: str, ty: str) -> str:
+        """Python floor division / modulo; x // 0 and x % 0 give 0 instead of trapping."""
+        z = self.op(f"icmp eq {ty} {y}, 0")
+        m1 = self.op(f"icmp eq {ty} {y}, -1")
+        bad = self.op(f"or i1 {z}, {m1}")
+        d = self.op(f"select i1 {bad}, {ty} 1, {ty} {y}")
+        q = self.op(f"sdiv {ty} {x}, {d}")
+        r = self.op(f"srem {ty} {x}, {d}")
+        rnz = self.op(f"icmp ne {ty} {r}, 0")
+        rneg = self.op(f"icmp slt {ty} {r}, 0")
+        dneg = self.op(f"icmp slt {ty} {d}, 0")
+        diff = self.op(f"xor i1 {rneg}, {dneg}")
+        fix = self.op(f"and i1 {rnz}, {diff}")
+        if op == "//":
+            qq = self.op(f"sub {ty} {q}, {self.op(f'zext i1 {fix} to {ty}')}")
+            neg = self.op(f"sub {ty} 0, {x}")
+            out = self.op(f"select i1 {m1}, {ty} {neg}, {ty} {qq}")
+            return self.op(f"select i1 {z}, {ty} 0, {ty} {out}")
+        rr = self.op(f"select i1 {fix}, {ty} {self.op(f'add {ty} {r}, {d}')}, {ty} {r}")
+        return self.op(f"select i1 {bad}, {ty} 0, {ty} {rr}")
+
+    # ------------------------------------------------------------ trace / errors
+    def event(self, instr: Instr, pipe: Pipe, loc: object, *vals: object) -> None:
+        words = [str(int(instr)), str(int(pipe)), str(self.k.loc_id(loc))]  # type: ignore[arg-type]
+        for v in vals:
+            words.append(v if isinstance(v, str) else str(int(v)))  # type: ignore[arg-type]
+        words += ["0"] * (8 - len(words))
+        on, done = self.label("trace"), self.label("traced")
+        self.cbr("%tracing", on, done)
+        self.block(on)
+        self.emit(f"call void @{self.sym}_event(ptr %ctx, " + ", ".join(f"i64 {w}" for w in words) + ")")
+        self.br(done)
+        self.block(done)
+
+    def guard(self, cond: str, code: str, message: str, values: list[str], hint: str, loc: object) -> None:
+        """Fail the launch with a KernelError unless `cond` (i1) holds."""
+        self.checks.append(CheckInfo(code, message, hint, loc))
+        cid = len(self.checks) - 1
+        ok, fail = self.label("ok"), self.label("fail")
+        self.cbr(cond, ok, fail)
+        self.block(fail)
+        self.emit(f"store i64 1, ptr {self.ctx_word(abi.ERR_CODE)}, align 8")
+        self.emit(f"store i64 {cid}, ptr {self.ctx_word(abi.ERR_CHECK)}, align 8")
+        for i, v in enumerate(values[: abi.N_ERR_VALUES]):
+            self.emit(f"store i64 {v}, ptr {self.ctx_word(abi.ERR_VALUES + i)}, align 8")
+        self.emit("ret i32 1")
+        self.block(ok)
+
+    # ------------------------------------------------------------ buffers
+    def buf_ptr(self, b: Buf) -> tuple[str, str]:
+        """(pointer to the current slot, row stride in elements)."""
+        p = self.k.placement[b.id]
+        off = p.offset
+        if p.slots > 1 and p.slot_of is not None:
+            off = S.add(off, S.mul(p.slot_of, p.slot_bytes))
+        base = f"%mem.{p.mem.value}"
+        ptr = self.op(f"getelementptr i8, ptr {base}, i64 {self.sval(off)}")
+        return ptr, self.sval(p.row_stride)
+
+    def gm_ptr(self, slot: int) -> str:
+        return f"%gm{slot}"
+
+    # ------------------------------------------------------------ loops
+    def loop(self, count: str, body, name: str = "i") -> None:  # type: ignore[no-untyped-def]
+        """for i in 0..count (count is i64): body(i)."""
+        pre = self.label("pre")
+        self.br(pre)
+        self.block(pre)
+        head, bod, done = self.label("head"), self.label("body"), self.label("done")
+        self.br(head)
+        self.block(head)
+        i = self.tmp()
+        nxt = self.tmp()
+        # the phi's back edge comes from the block that ends the body; filled after
+        phi_at = len(self.lines)
+        self.lines.append("")
+        c = self.op(f"icmp slt i64 {i}, {count}")
+        self.cbr(c, bod, done)
+        self.block(bod)
+        self.cache.append({})
+        body(i)
+        self.cache.pop()
+        self.emit(f"{nxt} = add nuw nsw i64 {i}, 1")
+        latch = self.label("latch")
+        self.br(latch)
+        self.block(latch)
+        self.br(head)
+        self.lines[phi_at] = f"  {i} = phi i64 [0, %{pre}], [{nxt}, %{latch}]"
+        self.block(done)
+
+
+# ------------------------------------------------------------------ element ops
+def ety(d: DType) -> str:
+    return d.llvm
+
+
+def compute_ty(d: DType) -> str:
+    """Type arithmetic happens in: f32 for all floats, the integer type itself otherwise."""
+    return "float" if d.is_float else d.llvm
+
+
+def load_elem(g: Gen, d: DType, ptr: str) -> str:
+    v = g.op(f"load {ety(d)}, ptr {ptr}, align {d.itemsize}")
+    if d.llvm in ("half", "bfloat"):
+        return g.op(f"fpext {d.llvm} {v} to float")
+    return v
+
+
+def store_elem(g: Gen, d: DType, ptr: str, v: str) -> None:
+    if d.llvm in ("half", "bfloat"):
+        v = g.op(f"fptrunc float {v} to {d.llvm}")
+    g.emit(f"store {ety(d)} {v}, ptr {ptr}, align {d.itemsize}")
+
+
+def scalar_as(g: Gen, e: SExpr, d: DType) -> str:
+    """A scalar operand converted once to the compute type of dtype d."""
+    x = g.sval(e)
+    if d.is_float:
+        if e.ty == I64:
+            x = g.op(f"sitofp i64 {x} to double")
+        if d.llvm == "float":
+            return g.op(f"fptrunc double {x} to float")
+        # round to the storage type first, as torch does for a python scalar with a half tensor
+        h = g.op(f"fptrunc double {x} to {d.llvm}")
+        return g.op(f"fpext {d.llvm} {h} to float")
+    if e.ty == F64:
+        x = g.op(f"fptosi double {x} to i64")
+    return g.op(f"trunc i64 {x} to {d.llvm}") if d.llvm != "i64" else x
+
+
+FBIN = {Instr.VADD: "fadd", Instr.VSUB: "fsub", Instr.VMUL: "fmul", Instr.VDIV: "fdiv"}
+IBIN = {Instr.VADD: "add", Instr.VSUB: "sub", Instr.VMUL: "mul", Instr.VAND: "and", Instr.VOR: "or",
+        Instr.VXOR: "xor", Instr.VSHL: "shl", Instr.VSHR: "ashr"}
+FCMP = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
+ICMP = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}
+
+
+def elem_op(g: Gen, s: VOp, xs: list[str], src_types: list[DType]) -> str:
+    """The value of one element of s.dst from its operands (already in compute type)."""
+    ins, d = s.instr, s.dst.dtype
+    t = compute_ty(src_types[-1] if ins == Instr.VSEL else src_types[0])
+    fl = t == "float"
+
+    def f1(name: str, x: str) -> str:
+        return g.fcall(name, x, "float")
+
+    def f2(name: str, x: str, y: str) -> str:
+        g.intrinsic(f"declare float @llvm.{name}.f32(float, float)")
+        return g.op(f"call float @llvm.{name}.f32(float {x}, float {y})")
+
+    if ins in FBIN and fl:
+        return g.op(f"{FBIN[ins]} float {xs[0]}, {xs[1]}")
+    if ins in IBIN and not fl:
+        return g.op(f"{IBIN[ins]} {t} {xs[0]}, {xs[1]}")
+    if ins in (Instr.VMAX, Instr.VMIN):
+        if fl:
+            return f2("maximum" if ins == Instr.VMAX else "minimum", xs[0], xs[1])
+        name = "smax" if ins == Instr.VMAX else "smin"
+        g.intrinsic(f"declare {t} @llvm.{name}.{t}({t}, {t})")
+        return g.op(f"call {t} @llvm.{name}.{t}({t} {xs[0]}, {t} {xs[1]})")
+    if ins in (Instr.VFLOORDIV, Instr.VMOD):
+        if fl:
+            q = f1("floor", g.op(f"fdiv float {xs[0]}, {xs[1]}"))
+            if ins == Instr.VFLOORDIV:
+                return q
+            return g.op(f"fsub float {xs[0]}, {g.op(f'fmul float {q}, {xs[1]}')}")
+        return g.int_divmod("//" if ins == Instr.VFLOORDIV else "%", xs[0], xs[1], t)
+    if ins == Instr.VPOW:
+        return f2("pow", xs[0], xs[1])
+    if ins == Instr.VEXP:
+        return f1("exp", xs[0])
+    if ins == Instr.VLOG:
+        return f1("log", xs[0])
+    if ins == Instr.VSQRT:
+        return f1("sqrt", xs[0])
+    if ins == Instr.VRSQRT:
+        return g.op(f"fdiv float 1.0, {f1('sqrt', xs[0])}")
+    if ins == Instr.VRECIP:
+        return g.op(f"fdiv float 1.0, {xs[0]}")
+    if ins == Instr.VABS:
+        if fl:
+            return f1("fabs", xs[0])
+        g.intrinsic(f"declare {t} @llvm.abs.{t}({t}, i1)")
+        return g.op(f"call {t} @llvm.abs.{t}({t} {xs[0]}, i1 false)")
+    if ins == Instr.VNEG:
+        return g.op(f"fneg float {xs[0]}") if fl else g.op(f"sub {t} 0, {xs[0]}")
+    if ins == Instr.VRELU:
+        if fl:
+            return f2("maximum", xs[0], "0.0")
+        g.intrinsic(f"declare {t} @llvm.smax.{t}({t}, {t})")
+        return g.op(f"call {t} @llvm.smax.{t}({t} {xs[0]}, {t} 0)")
+    if ins == Instr.VSIGMOID:
+        e = f1("exp", g.op(f"fneg float {xs[0]}"))
+        return g.op(f"fdiv float 1.0, {g.op(f'fadd float 1.0, {e}')}")
+    if ins == Instr.VTANH:
+        return f1("tanh", xs[0])
+    if ins == Instr.VGELU:
+        x = xs[0]
+        x3 = g.op(f"fmul float {x}, {g.op(f'fmul float {x}, {x}')}")
+        inner = g.op(f"fadd float {x}, {g.op(f'fmul float {x3}, {f32lit(0.044715)}')}")
+        th = f1("tanh", g.op(f"fmul float {inner}, {f32lit(0.7978845608028654)}"))
+        return g.op(f"fmul float {g.op(f'fmul float {x}, 0.5')}, {g.op(f'fadd float {th}, 1.0')}")
+    if ins == Instr.VNOT:
+        if d == boolean:
+            return g.op(f"xor i8 {xs[0]}, 1")
+        return g.op(f"xor {t} {xs[0]}, -1")
+    if ins == Instr.VCMP:
+        c = g.op(f"fcmp {FCMP[s.arg]} float {xs[0]}, {xs[1]}") if fl else \
+            g.op(f"icmp {ICMP[s.arg]} {t} {xs[0]}, {xs[1]}")  # type: ignore[index]
+        return g.op(f"zext i1 {c} to i8")
+    if ins == Instr.VSEL:
+        c = g.op(f"icmp ne i8 {xs[0]}, 0")
+        return g.op(f"select i1 {c}, {t} {xs[1]}, {t} {xs[2]}")
+    if ins in (Instr.VCOPY, Instr.VDUP):
+        return xs[0]
+    if ins == Instr.VCAST:
+        return cast_value(g, xs[0], src_types[0], d)
+    raise AssertionError(f"no element rule for {ins.name} on {d}")
+
+
+def cast_value(g: Gen, x: str, src: DType, dst: DType) -> str:
+    """x is in src's compute type; the result is in dst's compute type."""
+    st, dt = compute_ty(src), compute_ty(dst)
+    if dst == boolean:
+        c = g.op(f"fcmp une float {x}, 0.0") if st == "float" else g.op(f"icmp ne {st} {x}, 0")
+        return g.op(f"zext i1 {c} to i8")
+    if st == "float" and dt == "float":
+        return x  # rounding to f16/bf16 happens at the store
+    if st == "float":
+        r = g.fcall("rint", x, "float")
+        g.intrinsic(f"declare {dt} @llvm.fptosi.sat.{dt}.f32(float)")
+        return g.op(f"call {dt} @llvm.fptosi.sat.{dt}.f32(float {r})")
+    if dt == "float":
+        if src == boolean:
+            return g.op(f"uitofp i8 {x} to float")
+        if dst.llvm in ("half", "bfloat"):  # one rounding, straight to the narrow type
+            h = g.op(f"sitofp {st} {x} to {dst.llvm}")
+            return g.op(f"fpext {dst.llvm} {h} to float")
+        return g.op(f"sitofp {st} {x} to float")
+    sb, db = int(st[1:]), int(dt[1:])
+    if sb == db:
+        return x
+    if sb > db:
+        return g.op(f"trunc {st} {x} to {dt}")
+    return g.op(f"{'zext' if src == boolean else 'sext'} {st} {x} to {dt}")
+
+
+def f32lit(v: float) -> str:
+    import numpy as np
+
+    return ffloat(float(np.float32(v)))
+
+
+# ------------------------------------------------------------------ statements
+def gen_body(g: Gen, body: tuple[Stmt, ...]) -> None:
+    for s in body:
+        gen_stmt(g, s)
+
+
+def gen_stmt(g: Gen, s: Stmt) -> None:
+    if isinstance(s, SetVar):
+        ty = LL[g.k.scalar_vars.get(s.name, s.value.ty)]
+        v = g.sval(s.value if s.value.ty == g.k.scalar_vars.get(s.name, s.value.ty) else S.to_float(s.value))
+        g.emit(f"store {ty} {v}, ptr {g.var_ptr(s.name)}, align 8")
+        _invalidate(g, s.name)
+    elif isinstance(s, For):
+        gen_for(g, s)
+    elif isinstance(s, If):
+        c = g.truth(s.cond)
+        a, b, done = g.label("then"), g.label("else"), g.label("endif")
+        g.cbr(c, a, b)
+        for lab, part in ((a, s.then), (b, s.orelse)):
+            g.block(lab)
+            g.cache.append({})
+            gen_body(g, part)
+            g.cache.pop()
+            g.br(done)
+        g.block(done)
+    elif isinstance(s, Check):
+        g.guard(g.truth(s.cond), s.code, s.message, [_i64(g, v) for v in s.values], s.hint, s.loc)
+    elif isinstance(s, Flag):
+        pipe = s.dst if s.wait else s.src
+        other = s.src if s.wait else s.dst
+        g.event(Instr.WAIT_FLAG if s.wait else Instr.SET_FLAG, pipe, s.loc, int(other), g.sval(s.event))
+    elif isinstance(s, Barrier):
+        g.event(Instr.BARRIER, Pipe.ALL, s.loc)
+    elif isinstance(s, Load):
+        gen_dma(g, s.instr, s.src, s.dst, True, s.loc)  # type: ignore[arg-type]
+    elif isinstance(s, Store):
+        gen_dma(g, s.instr, s.dst, s.src, False, s.loc)  # type: ignore[arg-type]
+    elif isinstance(s, Move):
+        gen_move(g, s)
+    elif isinstance(s, VOp):
+        gen_vop(g, s)
+    elif isinstance(s, Print):
+        gen_print(g, s)
+    elif isinstance(s, Mmad):
+        from compiler.cube import gen_mmad
+
+        gen_mmad(g, s)
+    else:  # pragma: no cover
+        raise AssertionError(f"codegen: {type(s).__name__}")
+
+
+def _i64(g: Gen, e: SExpr) -> str:
+    v = g.sval(e)
+    return g.op(f"fptosi double {v} to i64") if e.ty == F64 else v
+
+
+def _invalidate(g: Gen, name: str) -> None:
+    for c in g.cache:
+        for key in [k for k in c if name in S.free_vars(k)]:
+            del c[key]
+
+
+def gen_for(g: Gen, s: For) -> None:
+    start, stop, step = g.sval(s.start), g.sval(s.stop), g.sval(s.step)
+    vp, ip = g.var_ptr(s.var), g.var_ptr(s.it)
+    g.emit(f"store i64 {start}, ptr {vp}, align 8")
+    g.emit(f"store i64 0, ptr {ip}, align 8")
+    _invalidate(g, s.var)
+    _invalidate(g, s.it)
+    head, body, done = g.label("for"), g.label("forbody"), g.label("endfor")
+    g.br(head)
+    g.block(head)
+    v = g.op(f"load i64, ptr {vp}, align 8")
+    if s.step.is_const:
+        c = g.op(f"icmp {'slt' if s.step.value > 0 else 'sgt'} i64 {v}, {stop}")
+    else:
+        up = g.op(f"icmp sgt i64 {step}, 0")
+        c = g.op(f"select i1 {up}, i1 {g.op(f'icmp slt i64 {v}, {stop}')}, i1 {g.op(f'icmp sgt i64 {v}, {stop}')}")
+    g.cbr(c, body, done)
+    g.block(body)
+    g.cache.append({})
+    gen_body(g, s.body)
+    g.cache.pop()
+    v2 = g.op(f"load i64, ptr {vp}, align 8")
+    g.emit(f"store i64 {g.op(f'add i64 {v2}, {step}')}, ptr {vp}, align 8")
+    i2 = g.op(f"load i64, ptr {ip}, align 8")
+    g.emit(f"store i64 {g.op(f'add i64 {i2}, 1')}, ptr {ip}, align 8")
+    g.br(head)
+    g.block(done)
+
+
+def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc) -> None:  # type: ignore[no-untyped-def]
+    """GM <-> on-chip window copy, bounds-checked before any byte moves."""
+    es = buf.dtype.itemsize
+    off, rows, cols, stride, numel = (_i64(g, e) for e in (ref.offset, ref.rows, ref.cols, ref.stride, ref.numel))
+    # safety: the window stays inside the tensor, and inside the buffer's capacity
+    nz = g.op(f"and i1 {g.op(f'icmp sgt i64 {rows}, 0')}, {g.op(f'icmp sgt i64 {cols}, 0')}")
+    rm1 = g.op(f"sub i64 {rows}, 1")
+    span = g.op(f"mul i64 {rm1}, {stride}")
+    last = g.op(f"add i64 {g.op(f'add i64 {off}, {span}')}, {cols}")
+    inside = g.op(f"and i1 {g.op(f'icmp sge i64 {off}, 0')}, {g.op(f'icmp sle i64 {last}, {numel}')}")
+    ok = g.op(f"or i1 {g.op(f'xor i1 {nz}, true')}, {inside}")
+    verb = "read" if is_load else "write"
+    g.guard(ok, "E404", f"DMA would {verb} elements [%d, %d) of '{ref.name}' ({ref.dtype}), which has %d elements",
+            [off, last, numel], "the window is outside the tensor: check the shapes and the tile indices", loc)
+    cap_r, cap_c = (_i64(g, e) for e in buf.cap)
+    fits = g.op(f"and i1 {g.op(f'icmp sle i64 {rows}, {cap_r}')}, {g.op(f'icmp sle i64 {cols}, {cap_c}')}")
+    g.guard(fits, "E301", f"a window of %d x %d elements does not fit buffer '{buf.name}' of %d x %d",
+            [rows, cols, cap_r, cap_c], "the buffer is smaller than the window copied into it", loc)
+    g.event(instr, INFO[instr][1], loc, g.op(f"mul i64 {cols}, {es}"), rows, str(ref.arg),
+            g.op(f"mul i64 {off}, {es}"), g.op(f"mul i64 {stride}, {es}"))
+    bptr, bstride = g.buf_ptr(buf)
+    gm = g.gm_ptr(ref.arg)
+    nbytes = g.op(f"mul i64 {cols}, {es}")
+
+    def row(r: str) -> None:
+        gmo = g.op(f"add i64 {off}, {g.op(f'mul i64 {r}, {stride}')}")
+        gp = g.op(f"getelementptr i8, ptr {gm}, i64 {g.op(f'mul i64 {gmo}, {es}')}")
+        belems = g.op(f"mul i64 {r}, {bstride}")
+        bp = g.op(f"getelementptr i8, ptr {bptr}, i64 {g.op(f'mul i64 {belems}, {es}')}")
+        src, dst = (gp, bp) if is_load else (bp, gp)
+        g.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr align 1 {dst}, ptr align 1 {src}, i64 {nbytes}, i1 false)")
+
+    g.intrinsic("declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+    g.loop(rows, row)
+
+
+def gen_move(g: Gen, s: Move) -> None:
+    d, src = s.dst, s.src
+    es = d.dtype.itemsize
+    rows, cols = _i64(g, src.ext[0]), _i64(g, src.ext[1])
+    g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {es}"), rows, -1, 0, 0)  # type: ignore[index]
+    dp, ds = g.buf_ptr(d)
+    sp, ss = g.buf_ptr(src)
+    nbytes = g.op(f"mul i64 {cols}, {es}")
+    g.intrinsic("declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)")
+
+    def row(r: str) -> None:
+        ae = g.op(f"mul i64 {r}, {ds}")
+        a = g.op(f"getelementptr i8, ptr {dp}, i64 {g.op(f'mul i64 {ae}, {es}')}")
+        be = g.op(f"mul i64 {r}, {ss}")
+        b = g.op(f"getelementptr i8, ptr {sp}, i64 {g.op(f'mul i64 {be}, {es}')}")
+        g.emit(f"call void @llvm.memmove.p0.p0.i64(ptr align 1 {a}, ptr align 1 {b}, i64 {nbytes}, i1 false)")
+
+    g.loop(rows, row)
+
+
+def _bcast(src: Buf, dst: Buf) -> tuple[bool, bool]:
+    one = S.const(1)
+    return (src.cap[0] == one and dst.cap[0] != one, src.cap[1] == one and dst.cap[1] != one)
+
+
+REDUCE = (Instr.VREDUCE_SUM, Instr.VREDUCE_MAX, Instr.VREDUCE_MIN)
+
+
+def gen_vop(g: Gen, s: VOp) -> None:
+    d = s.dst
+    rows, cols = _i64(g, d.ext[0]), _i64(g, d.ext[1])
+    if s.instr in REDUCE:
+        gen_reduce(g, s)
+        return
+    widest = max([d.dtype.itemsize] + [b.dtype.itemsize for b in s.srcs if isinstance(b, Buf)])
+    g.event(s.instr, Pipe.V, s.loc, g.op(f"mul i64 {rows}, {cols}"), widest, rows)
+    dptr, dstride = g.buf_ptr(d)
+    ops = []  # per source: ('buf', ptr, stride, brow, bcol, dtype) | ('scalar', value, dtype)
+    types = []
+    for i, src in enumerate(s.srcs):
+        if isinstance(src, Buf):
+            p, st = g.buf_ptr(src)
+            ops.append(("buf", p, st, *_bcast(src, d), src.dtype))
+            types.append(src.dtype)
+        else:
+            ref = s.srcs[0] if isinstance(s.srcs[0], Buf) and i > 0 else None
+            if s.instr == Instr.VSEL:
+                ref = next((b for b in s.srcs[1:] if isinstance(b, Buf)), None)
+            dt = ref.dtype if isinstance(ref, Buf) else d.dtype
+            ops.append(("scalar", scalar_as(g, src, dt), dt))
+            types.append(dt)
+
+    def row(r: str) -> None:
+        drow = g.op(f"getelementptr {ety(d.dtype)}, ptr {dptr}, i64 {g.op(f'mul i64 {r}, {dstride}')}")
+        rowp = []
+        for o in ops:
+            if o[0] == "buf":
+                _, p, st, br, bc, dt = o
+                rr = "0" if br else r
+                rowp.append(g.op(f"getelementptr {ety(dt)}, ptr {p}, i64 {g.op(f'mul i64 {rr}, {st}')}"))
+            else:
+                rowp.append(None)
+        # column-broadcast operands are loaded once per row
+        pre = {}
+        for j, o in enumerate(ops):
+            if o[0] == "buf" and o[4]:
+                pre[j] = load_elem(g, o[5], rowp[j])
+
+        def col(c: str) -> None:
+            xs = []
+            for j, o in enumerate(ops):
+                if o[0] == "scalar":
+                    xs.append(o[1])
+                elif j in pre:
+                    xs.append(pre[j])
+                else:
+                    xs.append(load_elem(g, o[5], g.op(f"getelementptr {ety(o[5])}, ptr {rowp[j]}, i64 {c}")))
+            v = elem_op(g, s, xs, types)
+            store_elem(g, d.dtype, g.op(f"getelementptr {ety(d.dtype)}, ptr {drow}, i64 {c}"), v)
+
+        g.loop(cols, col)
+
+    g.loop(rows, row)
+
+
+def gen_reduce(g: Gen, s: VOp) -> None:
+    src = s.srcs[0]
+    assert isinstance(src, Buf)
+    d = s.dst
+    dt = src.dtype
+    ct = compute_ty(dt)
+    rows, cols = _i64(g, src.ext[0]), _i64(g, src.ext[1])
+    g.event(s.instr, Pipe.V, s.loc, g.op(f"mul i64 {rows}, {cols}"), dt.itemsize, rows)
+    sp, ss = g.buf_ptr(src)
+    dp, ds = g.buf_ptr(d)
+    fl = ct == "float"
+    if s.instr == Instr.VREDUCE_SUM:
+        init = "0.0" if fl else "0"
+    elif s.instr == Instr.VREDUCE_MAX:
+        init = "0xFFF0000000000000" if fl else str(-(1 << (int(ct[1:]) - 1)))
+    else:
+        init = "0x7FF0000000000000" if fl else str((1 << (int(ct[1:]) - 1)) - 1)
+
+    def combine(acc: str, x: str) -> str:
+        if s.instr == Instr.VREDUCE_SUM:
+            return g.op(f"fadd reassoc float {acc}, {x}") if fl else g.op(f"add {ct} {acc}, {x}")
+        name = ("maximum" if s.instr == Instr.VREDUCE_MAX else "minimum") if fl else \
+            ("smax" if s.instr == Instr.VREDUCE_MAX else "smin")
+        suffix = "f32" if fl else ct
+        g.intrinsic(f"declare {ct} @llvm.{name}.{suffix}({ct}, {ct})")
+        return g.op(f"call {ct} @llvm.{name}.{suffix}({ct} {acc}, {ct} {x})")
+
+    def elem(r: str, c: str) -> str:
+        rp = g.op(f"getelementptr {ety(dt)}, ptr {sp}, i64 {g.op(f'mul i64 {r}, {ss}')}")
+        return load_elem(g, dt, g.op(f"getelementptr {ety(dt)}, ptr {rp}, i64 {c}"))
+
+    accp = g.op(f"alloca {ct}, align 8")
+
+    def out_ptr(i: str) -> str:
+        # keepdims column (R, 1): row i; otherwise a row of values
+        if d.cap[1] == S.const(1) and d.cap[0] != S.const(1):
+            return g.op(f"getelementptr {ety(d.dtype)}, ptr {dp}, i64 {g.op(f'mul i64 {i}, {ds}')}")
+        return g.op(f"getelementptr {ety(d.dtype)}, ptr {dp}, i64 {i}")
+
+    def run(outer: str, inner_count: str, at) -> None:  # type: ignore[no-untyped-def]
+        g.emit(f"store {ct} {init}, ptr {accp}, align 8")
+
+        def inner(c: str) -> None:
+            a = g.op(f"load {ct}, ptr {accp}, align 8")
+            g.emit(f"store {ct} {combine(a, at(outer, c))}, ptr {accp}, align 8")
+
+        g.loop(inner_count, inner)
+
+    if s.arg == "rows":
+        def per_row(r: str) -> None:
+            run(r, cols, lambda o, c: elem(o, c))
+            store_elem(g, d.dtype, out_ptr(r), g.op(f"load {ct}, ptr {accp}, align 8"))
+        g.loop(rows, per_row)
+    elif s.arg == "cols":
+        def per_col(c: str) -> None:
+            run(c, rows, lambda o, r: elem(r, o))
+            store_elem(g, d.dtype, out_ptr(c), g.op(f"load {ct}, ptr {accp}, align 8"))
+        g.loop(cols, per_col)
+    else:
+        g.emit(f"store {ct} {init}, ptr {accp}, align 8")
+
+        def per_row_all(r: str) -> None:
+            def inner(c: str) -> None:
+                a = g.op(f"load {ct}, ptr {accp}, align 8")
+                g.emit(f"store {ct} {combine(a, elem(r, c))}, ptr {accp}, align 8")
+            g.loop(cols, inner)
+        g.loop(rows, per_row_all)
+        store_elem(g, d.dtype, out_ptr("0"), g.op(f"load {ct}, ptr {accp}, align 8"))
+
+
+def gen_print(g: Gen, s: Print) -> None:
+    loc = g.k.loc_id(s.loc)
+    fn = g.op(f"inttoptr i64 {g.ctx_load(abi.PRINT_FN)} to ptr")
+    sig = "void (ptr, i64, i64, i64, i64, i64, i64, i64, i64)"
+
+    def call(item: int, kind: int, *vals: str) -> None:
+        v = list(vals) + ["0"] * (5 - len(vals))
+        g.emit(f"call {sig} {fn}(ptr %ctx, i64 {loc}, i64 {item}, i64 {kind}, " + ", ".join(f"i64 {x}" for x in v) + ")")
+
+    for i, it in enumerate(s.items):
+        if isinstance(it, str):
+            g.strings[(loc, i)] = it
+            call(i, abi.PRINT_STR)
+        elif isinstance(it, SExpr):
+            if it.ty == F64:
+                call(i, abi.PRINT_FLOAT, g.op(f"bitcast double {g.sval(it)} to i64"))
+            else:
+                call(i, abi.PRINT_INT, g.sval(it))
+        else:
+            p, st = g.buf_ptr(it)
+            call(i, abi.PRINT_TILE, g.op(f"ptrtoint ptr {p} to i64"), str(it.dtype.code), _i64(g, it.ext[0]),
+                 _i64(g, it.ext[1]), st)
+    call(len(s.items), abi.PRINT_END)
+
+
+# ------------------------------------------------------------------ the module
+EVENT_FN = """
+define internal void @SYM_event(ptr %ctx, i64 %w0, i64 %w1, i64 %w2, i64 %w3, i64 %w4, i64 %w5, i64 %w6, i64 %w7) noinline {
+entry:
+  %pp = getelementptr i64, ptr %ctx, i64 TRACE_PTR
+  %np = getelementptr i64, ptr %ctx, i64 TRACE_COUNT
+  %cp = getelementptr i64, ptr %ctx, i64 TRACE_CAP
+  %n0 = load i64, ptr %np, align 8
+  %cap = load i64, ptr %cp, align 8
+  %full = icmp sge i64 %n0, %cap
+  br i1 %full, label %flush, label %write
+flush:
+  %fp = getelementptr i64, ptr %ctx, i64 TRACE_FLUSH
+  %fi = load i64, ptr %fp, align 8
+  %f = inttoptr i64 %fi to ptr
+  call void %f(ptr %ctx)
+  br label %write
+write:
+  %n = load i64, ptr %np, align 8
+  %bi = load i64, ptr %pp, align 8
+  %b = inttoptr i64 %bi to ptr
+  %off = mul i64 %n, 8
+  %e = getelementptr i64, ptr %b, i64 %off
+  store i64 %w0, ptr %e, align 8
+  %e1 = getelementptr i64, ptr %e, i64 1
+  store i64 %w1, ptr %e1, align 8
+  %e2 = getelementptr i64, ptr %e, i64 2
+  store i64 %w2, ptr %e2, align 8
+  %e3 = getelementptr i64, ptr %e, i64 3
+  store i64 %w3, ptr %e3, align 8
+  %e4 = getelementptr i64, ptr %e, i64 4
+  store i64 %w4, ptr %e4, align 8
+  %e5 = getelementptr i64, ptr %e, i64 5
+  store i64 %w5, ptr %e5, align 8
+  %e6 = getelementptr i64, ptr %e, i64 6
+  store i64 %w6, ptr %e6, align 8
+  %e7 = getelementptr i64, ptr %e, i64 7
+  store i64 %w7, ptr %e7, align 8
+  %n1 = add i64 %n, 1
+  store i64 %n1, ptr %np, align 8
+  ret void
+}
+""".replace("TRACE_PTR", str(abi.TRACE_PTR)).replace("TRACE_COUNT", str(abi.TRACE_COUNT)) \
+   .replace("TRACE_CAP", str(abi.TRACE_CAP)).replace("TRACE_FLUSH", str(abi.TRACE_FLUSH))
+
+
+def generate(k: Kernel, sym: str) -> tuple[str, list[CheckInfo], dict]:
+    """LLVM IR text of kernel `k` exported as `sym`, and the table of its runtime checks."""
+    g = Gen(k, sym)
+    gen_body(g, k.body)
+    head = [f"define internal i32 @{sym}_core(ptr noalias %args, ptr noalias %ctx) {{", "entry:"]
+    pro: list[str] = []
+
+    def p(line: str) -> None:
+        pro.append("  " + line)
+
+    for name, ty in sorted(k.scalar_vars.items()):
+        p(f"{g.var_ptr(name)} = alloca {LL[ty]}, align 8")
+    p("%cidp = getelementptr i64, ptr %ctx, i64 0")
+    p("%core_id = load i64, ptr %cidp, align 8")
+    p("%ncp = getelementptr i64, ptr %ctx, i64 1")
+    p("%num_cores = load i64, ptr %ncp, align 8")
+    p(f"%tpp = getelementptr i64, ptr %ctx, i64 {abi.TRACE_PTR}")
+    p("%tp = load i64, ptr %tpp, align 8")
+    p("%tracing = icmp ne i64 %tp, 0")
+    for mem, word in abi.MEM_WORD.items():
+        p(f"%memp.{mem} = getelementptr i64, ptr %ctx, i64 {word}")
+        p(f"%memi.{mem} = load i64, ptr %memp.{mem}, align 8")
+        p(f"%mem.{mem} = inttoptr i64 %memi.{mem} to ptr")
+    for prm in k.params:
+        if prm.kind == "gm":
+            p(f"%gmp{prm.slot} = getelementptr i64, ptr %args, i64 {prm.slot}")
+            p(f"%gmi{prm.slot} = load i64, ptr %gmp{prm.slot}, align 8")
+            p(f"%gm{prm.slot} = inttoptr i64 %gmi{prm.slot} to ptr")
+    # every argument word the body uses, loaded once up front
+    for e in sorted(g.args_used, key=lambda e: e.args[0]):
+        v = f"%arg{e.args[0]}"
+        p(f"{v}.p = getelementptr i64, ptr %args, i64 {e.args[0]}")
+        if e.ty == F64:
+            p(f"{v}.i = load i64, ptr {v}.p, align 8")
+            p(f"{v} = bitcast i64 {v}.i to double")
+        else:
+            p(f"{v} = load i64, ptr {v}.p, align 8")
+    body = head + pro + g.lines + ["  ret i32 0", "}"]
+    launcher = f"""
+define i32 @{sym}(ptr %args, ptr %ctxs, i64 %c0, i64 %c1) {{
+entry:
+  br label %head
+head:
+  %c = phi i64 [%c0, %entry], [%cn, %next]
+  %more = icmp slt i64 %c, %c1
+  br i1 %more, label %run, label %done
+run:
+  %off = mul i64 %c, {abi.CTX_WORDS}
+  %ctx = getelementptr i64, ptr %ctxs, i64 %off
+  %r = call i32 @{sym}_core(ptr %args, ptr %ctx)
+  %bad = icmp ne i32 %r, 0
+  br i1 %bad, label %fail, label %next
+next:
+  %cn = add i64 %c, 1
+  br label %head
+fail:
+  ret i32 %r
+done:
+  ret i32 0
+}}
+"""
+    text = "\n".join(sorted(g.decls)) + "\n" + EVENT_FN.replace("SYM", sym) + "\n".join(body) + "\n" + launcher
+    return text, g.checks, g.strings

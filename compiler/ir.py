@@ -1,0 +1,360 @@
+"""Tile IR and Core IR: one family of small statement nodes, two levels.
+
+Tile IR (out of `lower`): what the kernel computes, on tile values (`Buf`) that have a dtype,
+a capacity and a runtime extent but no address. Loads/stores name GM regions.
+Core IR (out of the schedule passes): the same statements with every op bound to a pipe and
+an instruction (`instr`), every buffer placed in a memory at an offset with its ping-pong slots
+(`Kernel.placement`), `Flag`/`Barrier` statements between pipes, and the outer tile loops
+split over cores.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from compiler.sexpr import SExpr, fmt
+from dsl.errors import UNKNOWN, SourceLoc
+from dsl.types import DType, Mem
+from simulator.isa import INFO, Instr, Pipe
+
+
+def _loc() -> SourceLoc:
+    return field(default=UNKNOWN, compare=False, repr=False)  # type: ignore[return-value]
+
+
+@dataclass(eq=False)
+class Buf:
+    """A tile value / on-chip buffer. Identity is the object (`id` is for printing).
+
+    `cap` is the capacity (rows, cols) in elements that storage is sized for, `ext` the runtime
+    extent actually valid (rows, cols); a rank-1 tile is stored as one row.
+    """
+
+    id: int
+    name: str
+    dtype: DType
+    rank: int
+    cap: tuple[SExpr, SExpr]
+    ext: tuple[SExpr, SExpr]
+    mem: Mem = Mem.UB
+    loc: SourceLoc = UNKNOWN
+    explicit: bool = False  # from dsl.alloc
+    offset: int | None = None  # explicit byte offset requested by the user
+    buffers: int | None = None  # requested slot count (dsl.alloc(..., buffers=N))
+    depth: int = 0  # loop depth where it was created
+
+    def __repr__(self) -> str:
+        return f"%{self.name}"
+
+    @property
+    def shape_str(self) -> str:
+        dims = self.cap if self.rank == 2 else self.cap[1:]
+        return "x".join(fmt(d) for d in dims)
+
+
+@dataclass(frozen=True)
+class GMRef:
+    """A 2-D window of GM argument `arg`: rows x cols elements starting at element `offset`,
+    consecutive rows `stride` elements apart. `numel` bounds every access (checked per DMA)."""
+
+    arg: int
+    name: str
+    dtype: DType
+    offset: SExpr
+    rows: SExpr
+    cols: SExpr
+    stride: SExpr
+    numel: SExpr
+
+    def __repr__(self) -> str:
+        return f"{self.name}[+{fmt(self.offset)}: {fmt(self.rows)}x{fmt(self.cols)} /{fmt(self.stride)}]"
+
+
+Operand = Union[Buf, SExpr]
+
+
+@dataclass(frozen=True)
+class Stmt:
+    pass
+
+
+@dataclass(frozen=True)
+class Load(Stmt):
+    dst: Buf
+    src: GMRef
+    instr: Instr | None = None
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    dst: GMRef
+    src: Buf
+    instr: Instr | None = None
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class Move(Stmt):
+    """On-chip copy between buffers (UB->UB, L1->L0A, L0C->UB, ...)."""
+
+    dst: Buf
+    src: Buf
+    instr: Instr | None = None
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class VOp(Stmt):
+    """Vector instruction, destination first. `arg`: compare op, reduce axis, cast rounding..."""
+
+    instr: Instr
+    dst: Buf
+    srcs: tuple[Operand, ...]
+    arg: object = None
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class Mmad(Stmt):
+    """C (L0C) += A (L0A) @ B (L0B) on the cube; m, n, k are runtime extents."""
+
+    dst: Buf
+    a: Buf
+    b: Buf
+    m: SExpr
+    n: SExpr
+    k: SExpr
+    init: SExpr  # 1: overwrite C instead of accumulating
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class SetVar(Stmt):
+    name: str
+    value: SExpr
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """for var in range(start, stop, step); `it` counts iterations from 0 (drives ping-pong slots).
+    kind 'tiles' loops are split over cores by the schedule; `tile` = (TILE, extent total)."""
+
+    var: str
+    it: str
+    start: SExpr
+    stop: SExpr
+    step: SExpr
+    body: tuple[Stmt, ...]
+    kind: str = "range"
+    tile: tuple[SExpr, SExpr] | None = None
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: SExpr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class Print(Stmt):
+    items: tuple[Union[str, SExpr, Buf], ...]
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class Check(Stmt):
+    """Runtime guard: if `cond` is false the launch fails with KernelError(code, message % values)."""
+
+    cond: SExpr
+    code: str
+    message: str
+    values: tuple[SExpr, ...]
+    hint: str = ""
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class Flag(Stmt):
+    """set_flag (on `src`) / wait_flag (on `dst`) for the pipe pair src->dst, event `event`."""
+
+    wait: bool
+    src: Pipe
+    dst: Pipe
+    event: SExpr
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class Barrier(Stmt):
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A kernel parameter and where its words live in the launch argument block.
+
+    gm: words [slot] = data pointer, [slot+1] = numel, [slot+2 ...] = shape.
+    scalar: word [slot] holds the value (f64 bits for floats). const: no words, `value`.
+    """
+
+    name: str
+    kind: str  # gm | scalar | const
+    dtype: DType | None = None
+    rank: int = 0
+    slot: int = 0
+    value: object = None
+    scalar_ty: str = "i64"
+
+
+@dataclass
+class Placement:
+    mem: Mem
+    offset: SExpr  # bytes from the memory's base, slot 0
+    slot_bytes: SExpr
+    slots: int
+    row_stride: SExpr  # elements between rows
+    slot_of: SExpr | None = None  # which slot is current (None: slot 0)
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list[ParamSpec]
+    body: tuple[Stmt, ...]
+    nwords: int
+    locs: list[SourceLoc]
+    bufs: list[Buf] = field(default_factory=list)
+    placement: dict[int, Placement] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    options: dict[str, object] = field(default_factory=dict)
+    scalar_vars: dict[str, str] = field(default_factory=dict)  # name -> i64/f64
+
+    def loc_id(self, loc: SourceLoc) -> int:
+        try:
+            return self.locs.index(loc)
+        except ValueError:
+            self.locs.append(loc)
+            return len(self.locs) - 1
+
+
+def pipe_of(s: Stmt) -> Pipe:
+    if isinstance(s, (Load, Store, Move)):
+        assert s.instr is not None, "pipes are assigned by the schedule"
+        return INFO[s.instr][1]
+    if isinstance(s, VOp):
+        return Pipe.V
+    if isinstance(s, Mmad):
+        return Pipe.M
+    return Pipe.S
+
+
+def walk(body: tuple[Stmt, ...]):
+    for s in body:
+        yield s
+        if isinstance(s, For):
+            yield from walk(s.body)
+        elif isinstance(s, If):
+            yield from walk(s.then)
+            yield from walk(s.orelse)
+
+
+# ------------------------------------------------------------------ printing
+def _op(o: object) -> str:
+    if isinstance(o, SExpr):
+        return fmt(o)
+    return repr(o)
+
+
+def dump(k: Kernel, core: bool = False) -> str:
+    out = [f"kernel {k.name}(" + ", ".join(_param(p) for p in k.params) + ")"]
+    if core:
+        for b in k.bufs:
+            p = k.placement.get(b.id)
+            if p is None:
+                continue
+            slots = f" x{p.slots}" if p.slots > 1 else ""
+            out.append(f"  buffer %{b.name}: {b.dtype} [{b.shape_str}] in {p.mem.value} @ {fmt(p.offset)}"
+                       f" ({fmt(p.slot_bytes)} B{slots}, row stride {fmt(p.row_stride)})")
+    _dump_body(k.body, 1, out, core)
+    return "\n".join(out)
+
+
+def _param(p: ParamSpec) -> str:
+    if p.kind == "gm":
+        return f"{p.name}: GM[{p.dtype}, {p.rank}]"
+    if p.kind == "const":
+        return f"{p.name} = {p.value!r}"
+    return f"{p.name}: {p.scalar_ty}"
+
+
+def _tag(s: Stmt, core: bool) -> str:
+    if not core:
+        return ""
+    name = getattr(s, "instr", None)
+    pipe = pipe_of(s).name
+    return f"[{pipe}] {name.name + ' ' if name is not None and not isinstance(s, VOp) else ''}"
+
+
+def _dump_body(body: tuple[Stmt, ...], ind: int, out: list[str], core: bool) -> None:
+    pad = "  " * ind
+    for s in body:
+        line = f"  # line {s.loc.line}" if s.loc.line else ""  # type: ignore[attr-defined]
+        if isinstance(s, For):
+            kind = f" {s.kind}" if s.kind != "range" else ""
+            out.append(f"{pad}for{kind} {s.var} in range({fmt(s.start)}, {fmt(s.stop)}, {fmt(s.step)}):{line}")
+            _dump_body(s.body, ind + 1, out, core)
+        elif isinstance(s, If):
+            out.append(f"{pad}if {fmt(s.cond)}:{line}")
+            _dump_body(s.then, ind + 1, out, core)
+            if s.orelse:
+                out.append(f"{pad}else:")
+                _dump_body(s.orelse, ind + 1, out, core)
+        elif isinstance(s, Load):
+            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{line}")
+        elif isinstance(s, Store):
+            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{line}")
+        elif isinstance(s, Move):
+            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{line}")
+        elif isinstance(s, VOp):
+            arg = f" ({s.arg})" if s.arg is not None else ""
+            ext = "x".join(fmt(e) for e in s.dst.ext)
+            out.append(f"{pad}{_tag(s, core)}{s.instr.name.lower()}{arg} {s.dst!r}, "
+                       + ", ".join(_op(o) for o in s.srcs) + f"  : {s.dst.dtype}[{ext}]{line}")
+        elif isinstance(s, Mmad):
+            out.append(f"{pad}{_tag(s, core)}mmad {s.dst!r} += {s.a!r} @ {s.b!r} m={fmt(s.m)} n={fmt(s.n)} "
+                       f"k={fmt(s.k)} init={fmt(s.init)}{line}")
+        elif isinstance(s, SetVar):
+            out.append(f"{pad}{s.name} = {fmt(s.value)}{line}")
+        elif isinstance(s, Print):
+            out.append(f"{pad}print " + ", ".join(i if isinstance(i, str) else _op(i) for i in s.items) + line)
+        elif isinstance(s, Check):
+            out.append(f"{pad}check {fmt(s.cond)} else {s.code}{line}")
+        elif isinstance(s, Flag):
+            verb = "wait_flag" if s.wait else "set_flag"
+            out.append(f"{pad}{verb}({s.src.name}->{s.dst.name}, {fmt(s.event)})")
+        elif isinstance(s, Barrier):
+            out.append(f"{pad}pipe_barrier(ALL)")
+        else:  # pragma: no cover
+            out.append(f"{pad}{s!r}")
+
+
+def accesses(s: Stmt) -> list[tuple[Buf, bool]]:
+    """(buffer, is_write) pairs of one non-compound statement."""
+    if isinstance(s, Load):
+        return [(s.dst, True)]
+    if isinstance(s, Store):
+        return [(s.src, False)]
+    if isinstance(s, Move):
+        return [(s.src, False), (s.dst, True)]
+    if isinstance(s, VOp):
+        return [(b, False) for b in s.srcs if isinstance(b, Buf)] + [(s.dst, True)]
+    if isinstance(s, Mmad):
+        return [(s.a, False), (s.b, False), (s.dst, False), (s.dst, True)]
+    if isinstance(s, Print):
+        return [(b, False) for b in s.items if isinstance(b, Buf)]
+    return []

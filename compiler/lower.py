@@ -1,0 +1,1027 @@
+"""lower: the kernel AST -> Tile IR, checking names, types and shapes on the way.
+
+Scalars become `SExpr`s (folded when static), tiles become `Buf`s, GM subscripts become `GMRef`
+windows that are loaded when used. Every user mistake found here is a `KernelError` at the
+node's location.
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+
+from compiler import sexpr as S
+from compiler.ir import (Buf, Check, For, GMRef, If, Kernel, Load, Move, ParamSpec, Print, SetVar, Stmt,
+                         Store, VOp)
+from compiler.sexpr import F64, I64, SExpr
+from compiler.values import GV, RV, SV, TR, Obj, ShapeV, TupleV, TV
+from dsl import ast as A
+from dsl.builtins import SPECS, UNARY, Builtin
+from dsl.errors import KernelError, SourceLoc
+from dsl.types import DType, Mem, _ConstType, _GMType, boolean, f32
+from simulator.isa import Instr
+
+BINARY_INSTR = {"+": Instr.VADD, "-": Instr.VSUB, "*": Instr.VMUL, "/": Instr.VDIV, "//": Instr.VFLOORDIV,
+                "%": Instr.VMOD, "**": Instr.VPOW, "&": Instr.VAND, "|": Instr.VOR, "^": Instr.VXOR,
+                "<<": Instr.VSHL, ">>": Instr.VSHR}
+UNARY_INSTR = {"exp": Instr.VEXP, "log": Instr.VLOG, "sqrt": Instr.VSQRT, "rsqrt": Instr.VRSQRT,
+               "abs": Instr.VABS, "neg": Instr.VNEG, "relu": Instr.VRELU, "sigmoid": Instr.VSIGMOID,
+               "tanh": Instr.VTANH, "gelu": Instr.VGELU, "reciprocal": Instr.VRECIP}
+FLOAT_ONLY = {Instr.VDIV, Instr.VPOW, Instr.VEXP, Instr.VLOG, Instr.VSQRT, Instr.VRSQRT, Instr.VSIGMOID,
+              Instr.VTANH, Instr.VGELU, Instr.VRECIP}
+INT_ONLY = {Instr.VAND, Instr.VOR, Instr.VXOR, Instr.VSHL, Instr.VSHR, Instr.VFLOORDIV, Instr.VMOD}
+REDUCE_INSTR = {"sum": Instr.VREDUCE_SUM, "max": Instr.VREDUCE_MAX, "min": Instr.VREDUCE_MIN}
+
+ONE = S.const(1)
+
+
+def err(code: str, msg: str, loc: SourceLoc | None, hint: str | None = None) -> KernelError:
+    return KernelError(code, msg, loc, hint)
+
+
+# ------------------------------------------------------------------ parameters
+@dataclass
+class ParamDecl:
+    """What a parameter's annotation declares (decided once, at decoration time)."""
+
+    name: str
+    kind: str  # gm | scalar | const
+    dtype: DType | None
+    rank: int | None
+    scalar_ty: str
+    default: object
+    has_default: bool
+    loc: SourceLoc
+
+
+_NO_DEFAULT = object()
+
+
+def eval_static(node: A.Expr, env: dict, loc_code: str = "E208") -> object:
+    """Evaluate an annotation or default: names, attributes, subscripts, tuples and literals."""
+    if isinstance(node, A.Constant):
+        return node.value
+    if isinstance(node, A.Name):
+        if node.id in env:
+            return env[node.id]
+        if node.id in ("int", "float", "bool"):
+            return {"int": int, "float": float, "bool": bool}[node.id]
+        raise err("E201", f"unknown name '{node.id}'", node.loc, "import it at module level (e.g. from dsl import f32)")
+    if isinstance(node, A.Attribute):
+        base = eval_static(node.value, env, loc_code)
+        if not hasattr(base, node.attr):
+            raise err("E201", f"'{node.attr}' is not an attribute of {getattr(base, '__name__', base)}", node.loc)
+        return getattr(base, node.attr)
+    if isinstance(node, A.Subscript):
+        base = eval_static(node.value, env, loc_code)
+        return base[eval_static(node.index, env, loc_code)]  # type: ignore[index]
+    if isinstance(node, A.Tuple):
+        return tuple(eval_static(e, env, loc_code) for e in node.elts)
+    if isinstance(node, A.UnaryOp) and node.op == "-":
+        return -eval_static(node.operand, env, loc_code)  # type: ignore[operator]
+    raise err(loc_code, "this expression is not allowed here; use a literal or a name", getattr(node, "loc", None))
+
+
+def declare_params(fdef: A.FunctionDef, env: dict) -> list[ParamDecl]:
+    out = []
+    for p in fdef.params:
+        if p.annotation is None:
+            raise err("E208", f"parameter '{p.name}' needs a type annotation", p.loc,
+                      "annotate it: GM[f32] for a tensor, Const[int] for a compile-time value, int/float for a scalar")
+        ann = eval_static(p.annotation, env)
+        default = eval_static(p.default, env) if p.default is not None else _NO_DEFAULT
+        has = default is not _NO_DEFAULT
+        if isinstance(ann, _GMType):
+            if has:
+                raise err("E208", f"GM tensor '{p.name}' cannot have a default", p.default.loc if p.default else p.loc)
+            out.append(ParamDecl(p.name, "gm", ann.dtype, ann.rank, I64, None, False, p.loc))
+        elif isinstance(ann, _ConstType):
+            out.append(ParamDecl(p.name, "const", None, None, I64, default if has else None, has, p.loc))
+        elif ann in (int, bool) or (isinstance(ann, DType) and not ann.is_float):
+            out.append(ParamDecl(p.name, "scalar", None, None, I64, default if has else None, has, p.loc))
+        elif ann is float or (isinstance(ann, DType) and ann.is_float):
+            out.append(ParamDecl(p.name, "scalar", None, None, F64, default if has else None, has, p.loc))
+        else:
+            raise err("E208", f"unsupported annotation for '{p.name}': {ann!r}", p.annotation.loc,
+                      "use GM[dtype], Const[int], int or float")
+    return out
+
+
+# ------------------------------------------------------------------ lowering
+@dataclass
+class Scope:
+    names: dict[str, object] = field(default_factory=dict)
+
+
+class Lowerer:
+    def __init__(self, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict):
+        self.fdef, self.genv, self.options = fdef, env, options
+        self.kernel = Kernel(fdef.name, params, (), 0, [], options=dict(options))
+        self.scopes: list[dict[str, object]] = [{}]
+        self.frozen: dict[str, str] = {}  # name -> why it cannot be assigned
+        self.bodies: list[list[Stmt]] = [[]]
+        self.depth = 0
+        self.nbuf = 0
+        self.nvar = 0
+        self.mutable = _assigned_more_than_once(fdef.body)
+        self.var_depth: dict[str, int] = {}
+        for p in params:
+            if p.kind == "gm":
+                self.bind(p.name, GV(p))
+                self.frozen[p.name] = "a kernel argument"
+            elif p.kind == "const":
+                self.bind(p.name, SV(S.const(p.value)) if isinstance(p.value, (int, float, bool)) else Obj(p.value))
+                self.frozen[p.name] = "a Const parameter"
+            else:
+                self.bind(p.name, SV(S.arg(p.slot, p.scalar_ty)))
+                self.frozen[p.name] = "a kernel argument"
+
+    # ---------------------------------------------------------- plumbing
+    def emit(self, s: Stmt) -> None:
+        self.bodies[-1].append(s)
+
+    def bind(self, name: str, v: object) -> None:
+        self.scopes[-1][name] = v
+
+    def lookup(self, name: str, loc: SourceLoc) -> object:
+        for sc in reversed(self.scopes):
+            if name in sc:
+                return sc[name]
+        if name in self.genv:
+            return self.from_python(self.genv[name], name, loc)
+        import builtins as py
+
+        if name in ("min", "max", "abs", "int", "float", "range", "len", "print", "sum"):
+            return Obj(getattr(py, name))
+        raise err("E201", f"unknown name '{name}'", loc, "define it before use, or import it at module level")
+
+    def from_python(self, v: object, name: str, loc: SourceLoc) -> object:
+        import dsl
+
+        if v is dsl or (isinstance(v, types.ModuleType) and getattr(v, "__name__", "") == "dsl"):
+            return Obj(dsl)
+        if isinstance(v, bool) or isinstance(v, (int, float)):
+            return SV(S.const(v))
+        if isinstance(v, (Builtin, DType, Mem, str)) or v is None:
+            return Obj(v)
+        raise err("E201", f"'{name}' ({type(v).__name__}) cannot be used inside a kernel", loc,
+                  "kernels can use dsl, dtypes, and int/float constants from the module")
+
+    def new_buf(self, name: str, dtype: DType, rank: int, cap: tuple[SExpr, SExpr], ext: tuple[SExpr, SExpr],
+                loc: SourceLoc, mem: Mem = Mem.UB, **kw: object) -> Buf:
+        self.nbuf += 1
+        b = Buf(self.nbuf, f"{name}{self.nbuf}" if name.startswith("t") and name[1:].isdigit() or name == "t" else
+                f"{name}.{self.nbuf}", dtype, rank, cap, ext, mem, loc, depth=self.depth, **kw)  # type: ignore[arg-type]
+        self.kernel.bufs.append(b)
+        return b
+
+    def tmp(self, dtype: DType, rank: int, cap: tuple[SExpr, SExpr], ext: tuple[SExpr, SExpr], loc: SourceLoc) -> Buf:
+        return self.new_buf("t", dtype, rank, cap, ext, loc)
+
+    def new_var(self, hint: str, ty: str) -> str:
+        self.nvar += 1
+        name = f"{hint}.{self.nvar}"
+        self.kernel.scalar_vars[name] = ty
+        return name
+
+    # ---------------------------------------------------------- entry
+    def run(self) -> Kernel:
+        self.block(self.fdef.body)
+        self.kernel.body = tuple(self.bodies[0])
+        return self.kernel
+
+    def block(self, stmts: tuple[A.Stmt, ...]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def nested(self, stmts: tuple[A.Stmt, ...]) -> tuple[Stmt, ...]:
+        self.bodies.append([])
+        self.scopes.append({})
+        try:
+            self.block(stmts)
+        finally:
+            self.scopes.pop()
+        return tuple(self.bodies.pop())
+
+    # ---------------------------------------------------------- statements
+    def stmt(self, s: A.Stmt) -> None:
+        if isinstance(s, A.Assign):
+            value = self.expr(s.value)
+            for t in s.targets:
+                self.assign(t, value, s.loc)
+        elif isinstance(s, A.AugAssign):
+            cur = self.expr(s.target)
+            value = self.binop(s.op, cur, self.expr(s.value), s.loc)
+            self.assign(s.target, value, s.loc)
+        elif isinstance(s, A.ExprStmt):
+            if isinstance(s.value, A.Constant) and isinstance(s.value.value, str):
+                return  # a string statement is a comment
+            self.expr(s.value, stmt=True)
+        elif isinstance(s, A.For):
+            self.for_(s)
+        elif isinstance(s, A.If):
+            self.if_(s)
+        elif isinstance(s, A.Pass):
+            pass
+        elif isinstance(s, A.Return):
+            raise err("E101", "kernels cannot return a value", s.loc,
+                      "write results into a GM argument, e.g. out[t] = ...") if s.value is not None else \
+                err("E101", "'return' is not supported in kernels", s.loc, "guard the remaining code with an if")
+        else:  # pragma: no cover - the parser produces nothing else
+            raise err("E101", f"unsupported statement {type(s).__name__}", getattr(s, "loc", None))
+
+    def assign(self, target: A.Expr, value: object, loc: SourceLoc) -> None:
+        if isinstance(target, A.Tuple):
+            items = value.items if isinstance(value, TupleV) else None
+            if items is None or len(items) != len(target.elts):
+                n = len(items) if items is not None else 1
+                raise err("E205", f"cannot unpack {n} value(s) into {len(target.elts)} names", target.loc)
+            for t, v in zip(target.elts, items):
+                self.assign(t, v, loc)
+            return
+        if isinstance(target, A.Subscript):
+            dst = self.expr(target.value)
+            if isinstance(dst, GV):
+                region = self.region(dst, target.index, target.loc)
+                self.store(region, value, loc)
+                return
+            raise err("E210", "only GM tensors can be assigned by subscript", target.loc,
+                      "compute a whole tile and store it: out[t] = tile")
+        if not isinstance(target, A.Name):
+            raise err("E210", "cannot assign to this expression", target.loc)
+        name = target.id
+        if name in self.frozen:
+            raise err("E206", f"cannot assign to '{name}': it is {self.frozen[name]}", target.loc,
+                      "use a new name for the new value")
+        if isinstance(value, RV):
+            value = TV(self.load(value, loc, name))
+        old = self._find(name)
+        if isinstance(value, SV):
+            if isinstance(old, SV) and old.e.op == "var" and old.e.args[0] in self.kernel.scalar_vars:
+                e = value.e
+                if old.e.ty == I64 and e.ty == F64:
+                    raise err("E204", f"'{name}' holds an int; assigning a float changes its type", loc,
+                              "initialise it with a float, e.g. 0.0")
+                self.emit(SetVar(old.e.args[0], S.to_float(e) if old.e.ty == F64 else e, loc))
+                return
+            if name in self.mutable:
+                v = self.new_var(name, value.e.ty)
+                self.emit(SetVar(v, value.e, loc))
+                self.bind(name, SV(S.var(v, value.e.ty), value.is_bool))
+                return
+            self.bind(name, value)
+            return
+        if isinstance(value, TV) and isinstance(old, TV) and old.buf.depth < self.depth:
+            # a tile defined outside this loop body: update it in place so the loop carries it
+            self.write_into(old.buf, value.buf, loc)
+            return
+        self.bind(name, value)
+
+    def _find(self, name: str) -> object | None:
+        for sc in reversed(self.scopes):
+            if name in sc:
+                return sc[name]
+        return None
+
+    def write_into(self, dst: Buf, src: Buf, loc: SourceLoc) -> None:
+        if dst.dtype != src.dtype:
+            raise err("E204", f"cannot assign a {src.dtype} tile to a {dst.dtype} tile", loc,
+                      f"cast it: dsl.cast(..., {dst.dtype})")
+        self.check_shapes(dst, src, loc, "assignment")
+        body = self.bodies[-1]
+        last = body[-1] if body else None
+        if isinstance(last, VOp) and last.dst is src and src.mem == dst.mem and not src.explicit:
+            body[-1] = VOp(last.instr, dst, last.srcs, last.arg, last.loc)
+            self.kernel.bufs.remove(src)
+        else:
+            self.emit(VOp(Instr.VCOPY, dst, (src,), None, loc))
+
+    def for_(self, s: A.For) -> None:
+        it = s.iter
+        if not isinstance(it, A.Call):
+            raise err("E210", "a kernel loop must iterate over dsl.tiles(...) or dsl.range(...)", s.iter.loc)
+        fn = self.expr(it.func)
+        fname = fn.value.name if isinstance(fn, Obj) and isinstance(fn.value, Builtin) else None
+        if isinstance(fn, Obj) and fn.value is range:
+            raise err("E202", "Python's range() is not available in kernels", it.loc, "use dsl.range(...)")
+        if fname not in ("tiles", "range", "tiles2d"):
+            raise err("E210", "a kernel loop must iterate over dsl.tiles(...) or dsl.range(...)", it.loc)
+        args = self.call_args(fname, it)
+        targets = s.target.elts if isinstance(s.target, A.Tuple) else (s.target,)
+        for t in targets:
+            if not isinstance(t, A.Name):
+                raise err("E210", "loop targets must be names", t.loc)
+        itv = self.new_var("it", I64)
+        self.depth += 1
+        self.scopes.append({})
+        self.bodies.append([])
+        try:
+            if fname == "range":
+                a, b, step = (self.scalar(args[k], it.loc, k) if args[k] is not None else None
+                              for k in ("a", "b", "step"))
+                start, stop = (S.const(0), a) if b is None else (a, b)
+                step = step if step is not None else ONE
+                if step.is_const and step.value == 0:
+                    raise err("E207", "dsl.range step must not be 0", it.loc)
+                if len(targets) != 1:
+                    raise err("E205", "dsl.range gives one index", s.target.loc)
+                v = self.new_var(targets[0].id, I64)
+                self.bind(targets[0].id, SV(S.var(v)))
+                self.frozen_loop(targets[0].id)
+                kind, tile, var = "range", None, v
+            elif fname == "tiles":
+                n = self.scalar(args["n"], it.loc, "n")
+                size = self.static_int(args["tile"], it.args[1].loc if len(it.args) > 1 else it.loc, "tile size")
+                if len(targets) != 1:
+                    raise err("E205", "dsl.tiles gives one tile range", s.target.loc)
+                var = self.new_var(targets[0].id + ".idx", I64)
+                idx = S.var(var)
+                start_e = S.mul(idx, size)
+                self.bind(targets[0].id, TR(start_e, S.smin(S.const(size), S.sub(n, start_e)), S.const(size), idx))
+                self.frozen_loop(targets[0].id)
+                start, stop, step = S.const(0), S.ceil_div(n, size), ONE
+                kind, tile = "tiles", (S.const(size), n)
+            else:  # tiles2d
+                ext, sizes = args["extents"], args["tiles"]
+                if not (isinstance(ext, TupleV) and isinstance(sizes, TupleV) and len(ext.items) == 2 == len(sizes.items)):
+                    raise err("E203", "dsl.tiles2d takes ((M, N), (BM, BN))", it.loc)
+                m, n = (self.scalar(e, it.loc, "extent") for e in ext.items)
+                bm, bn = (self.static_int(e, it.loc, "tile size") for e in sizes.items)
+                if len(targets) != 2:
+                    raise err("E205", "dsl.tiles2d gives two tile ranges: for m, n in ...", s.target.loc)
+                var = self.new_var("blk", I64)
+                idx = S.var(var)
+                nb = S.ceil_div(n, bn)
+                mi, ni = S.binary("//", idx, nb), S.binary("%", idx, nb)
+                ms, ns = S.mul(mi, bm), S.mul(ni, bn)
+                self.bind(targets[0].id, TR(ms, S.smin(S.const(bm), S.sub(m, ms)), S.const(bm), mi))
+                self.bind(targets[1].id, TR(ns, S.smin(S.const(bn), S.sub(n, ns)), S.const(bn), ni))
+                for t in targets:
+                    self.frozen_loop(t.id)
+                start, stop, step = S.const(0), S.mul(S.ceil_div(m, bm), nb), ONE
+                kind, tile = "tiles", (S.const(bm * bn), S.mul(m, n))
+            self.block(s.body)
+        finally:
+            for t in targets:
+                if isinstance(t, A.Name):
+                    self.frozen.pop(t.id, None)
+            self.scopes.pop()
+            body = tuple(self.bodies.pop())
+            self.depth -= 1
+        self.emit(For(var, itv, start, stop, step, body, kind, tile, s.loc))
+
+    def frozen_loop(self, name: str) -> None:
+        self.frozen[name] = "a loop variable"
+
+    def if_(self, s: A.If) -> None:
+        c = self.expr(s.test)
+        if isinstance(c, (TV, RV)):
+            raise err("E209", "'if' needs a scalar condition, not a tile", s.test.loc,
+                      "select elementwise with dsl.where(cond, a, b)")
+        cond = self.scalar(c, s.test.loc, "condition")
+        if cond.is_const:
+            self.block(s.body if cond.value else s.orelse)
+            return
+        then = self.nested(s.body)
+        orelse = self.nested(s.orelse)
+        self.emit(If(cond, then, orelse, s.loc))
+
+    # ---------------------------------------------------------- expressions
+    def expr(self, e: A.Expr, stmt: bool = False) -> object:
+        if isinstance(e, A.Constant):
+            if isinstance(e.value, (bool, int, float)):
+                return SV(S.const(e.value), isinstance(e.value, bool))
+            return Obj(e.value)
+        if isinstance(e, A.Name):
+            return self.lookup(e.id, e.loc)
+        if isinstance(e, A.Tuple):
+            return TupleV(tuple(self.expr(x) for x in e.elts))
+        if isinstance(e, A.Attribute):
+            return self.attribute(e)
+        if isinstance(e, A.Subscript):
+            return self.subscript(e)
+        if isinstance(e, A.BinOp):
+            return self.binop(e.op, self.expr(e.left), self.expr(e.right), e.loc)
+        if isinstance(e, A.UnaryOp):
+            return self.unaryop(e)
+        if isinstance(e, A.Compare):
+            return self.compare(e)
+        if isinstance(e, A.BoolOp):
+            vals = [self.expr(v) for v in e.values]
+            if any(isinstance(v, (TV, RV)) for v in vals):
+                raise err("E209", f"'{e.op}' works on scalars; for tiles use '{'&' if e.op == 'and' else '|'}'", e.loc)
+            out = self.scalar(vals[0], e.loc)
+            for v in vals[1:]:
+                out = S.binary(e.op, out, self.scalar(v, e.loc))
+            return SV(out, True)
+        if isinstance(e, A.IfExp):
+            c = self.expr(e.test)
+            if isinstance(c, (TV, RV)):
+                raise err("E209", "a conditional expression needs a scalar condition", e.test.loc,
+                          "select elementwise with dsl.where(cond, a, b)")
+            a, b = self.expr(e.body), self.expr(e.orelse)
+            if isinstance(a, SV) and isinstance(b, SV):
+                return SV(S.select(self.scalar(c, e.loc), a.e, b.e))
+            cond = self.scalar(c, e.loc)
+            if cond.is_const:
+                return a if cond.value else b
+            raise err("E209", "both branches of a conditional expression on tiles must be known at compile time",
+                      e.loc, "use dsl.where for elementwise selection")
+        if isinstance(e, A.Call):
+            return self.call(e, stmt)
+        raise err("E102", f"unsupported expression {type(e).__name__}", getattr(e, "loc", None))
+
+    def attribute(self, e: A.Attribute) -> object:
+        base = self.expr(e.value)
+        if isinstance(base, Obj):
+            import dsl
+
+            if base.value is dsl:
+                if e.attr in SPECS:
+                    from dsl.builtins import BUILTINS
+
+                    return Obj(BUILTINS[e.attr])
+                v = getattr(dsl, e.attr, None)
+                if isinstance(v, (DType, Mem)):
+                    return Obj(v)
+                close = _close(e.attr, list(SPECS))
+                raise err("E202", f"unknown builtin 'dsl.{e.attr}'", e.loc,
+                          f"did you mean dsl.{close}?" if close else "see the DSL tour in the README for builtins")
+        if isinstance(base, GV):
+            if e.attr == "shape":
+                return ShapeV(base)
+            if e.attr == "dtype":
+                return Obj(base.p.dtype)
+            if e.attr == "T":
+                raise err("E210", "transposed GM operands are only supported as matmul operands", e.loc)
+        if isinstance(base, TR):
+            if e.attr in ("start", "len", "size", "index"):
+                return SV({"start": base.start, "len": base.len, "size": base.len, "index": base.index}[e.attr])
+        if isinstance(base, (TV, RV)):
+            if e.attr == "shape":
+                return ShapeV(base)
+            if e.attr == "dtype":
+                return Obj(base.buf.dtype if isinstance(base, TV) else base.ref.dtype)
+            if e.attr in ("astype", "to"):
+                return Obj(("method-cast", base))
+        raise err("E210", f"'{e.attr}' is not available here", e.loc)
+
+    def subscript(self, e: A.Subscript) -> object:
+        base = self.expr(e.value)
+        if isinstance(base, GV):
+            return self.region(base, e.index, e.loc)
+        if isinstance(base, ShapeV):
+            i = self.static_int(self.expr(e.index), e.index.loc, "shape index")
+            if isinstance(base.of, GV):
+                rank = base.of.p.rank
+                if not -rank <= i < rank:
+                    raise err("E205", f"shape index {i} out of range for a rank-{rank} tensor", e.index.loc)
+                return SV(base.of.shape(i % rank))
+            buf = base.of.buf if isinstance(base.of, TV) else None
+            if buf is not None:
+                if not -buf.rank <= i < buf.rank:
+                    raise err("E205", f"shape index {i} out of range for a rank-{buf.rank} tile", e.index.loc)
+                return SV(buf.ext[2 - buf.rank + (i % buf.rank)])
+            rv = base.of
+            assert isinstance(rv, RV)
+            dims = (rv.ref.rows, rv.ref.cols)[2 - rv.rank:]
+            return SV(dims[i % rv.rank])
+        if isinstance(base, TupleV):
+            i = self.static_int(self.expr(e.index), e.index.loc, "tuple index")
+            return base.items[i]
+        if isinstance(base, (TV, RV)):
+            raise err("E210", "tiles cannot be subscripted", e.loc,
+                      "index the GM tensor instead (x[t]), or reduce the tile with dsl.sum/max/min")
+        raise err("E210", "this value cannot be subscripted", e.loc)
+
+    def region(self, g: GV, index: A.Expr, loc: SourceLoc) -> RV:
+        rank = g.p.rank
+        idx = index.elts if isinstance(index, A.Tuple) else (index,)
+        if len(idx) > rank:
+            raise err("E205", f"too many indices: {len(idx)} for '{g.p.name}' of rank {rank}", index.loc)
+        dims = []  # (start, len, cap, is_scalar)
+        for d in range(rank):
+            shape = g.shape(d)
+            if d >= len(idx):
+                dims.append((S.const(0), shape, shape, False))
+                continue
+            ix = idx[d]
+            if isinstance(ix, A.Slice):
+                if ix.step is not None:
+                    raise err("E205", "strided slices of GM are not supported", ix.loc)
+                lo = self.scalar(self.expr(ix.lower), ix.loc) if ix.lower is not None else S.const(0)
+                hi = self.scalar(self.expr(ix.upper), ix.loc) if ix.upper is not None else shape
+                ln = S.sub(hi, lo)
+                if ix.lower is not None or ix.upper is not None:
+                    self.emit(Check(S.binary("and", S.binary("<=", 0, lo), S.binary("and", S.binary("<=", lo, hi),
+                                                                                     S.binary("<=", hi, shape))),
+                                    "E404", f"slice [%d:%d] is outside dimension {d} of '{g.p.name}' (size %d)",
+                                    (lo, hi, shape), "", ix.loc))
+                if S.free_vars(ln) and any(v.endswith(("idx", "it")) or True for v in S.free_vars(ln)):
+                    cap = ln
+                else:
+                    cap = ln
+                dims.append((lo, ln, cap, False))
+                continue
+            v = self.expr(ix)
+            if isinstance(v, TR):
+                dims.append((v.start, v.len, v.cap, False))
+            elif isinstance(v, SV):
+                if v.is_float:
+                    raise err("E204", "GM indices must be integers", ix.loc)
+                i = v.e
+                self.emit(Check(S.binary("and", S.binary("<=", 0, i), S.binary("<", i, shape)), "E404",
+                                f"index %d is outside dimension {d} of '{g.p.name}' (size %d)", (i, shape), "", ix.loc))
+                dims.append((i, ONE, ONE, True))
+            else:
+                raise err("E210", "a GM index must be a tile range (from dsl.tiles), a slice or an integer", ix.loc)
+        tiled = [k for k, dm in enumerate(dims) if not dm[3]]
+        if not tiled:
+            raise err("E210", f"reading single elements of '{g.p.name}' is not supported", loc,
+                      "load a tile (x[t]) and compute on tiles")
+        if len(tiled) > 2:
+            raise err("E205", f"this window of '{g.p.name}' has {len(tiled)} tiled dimensions; tiles have at most 2",
+                      loc, "index the leading dimensions with integers")
+        if tiled[-1] != rank - 1:
+            raise err("E205", f"the last dimension of '{g.p.name}' must be part of the tile (it is contiguous)", loc,
+                      "take a row window instead, or transpose the tensor on the host")
+        strides = [ONE] * rank
+        for d in range(rank - 2, -1, -1):
+            strides[d] = S.mul(strides[d + 1], g.shape(d + 1))
+        offset = S.const(0)
+        for d, dm in enumerate(dims):
+            offset = S.add(offset, S.mul(dm[0], strides[d]))
+        cols = dims[tiled[-1]]
+        rows = dims[tiled[0]] if len(tiled) == 2 else (S.const(0), ONE, ONE, False)
+        stride = strides[tiled[0]] if len(tiled) == 2 else cols[1]
+        ref = GMRef(g.p.slot, g.p.name, g.p.dtype, offset, rows[1], cols[1], stride, g.numel())
+        return RV(g, ref, len(tiled), (rows[2], cols[2]))
+
+    def load(self, r: RV, loc: SourceLoc, name: str = "t") -> Buf:
+        for c in r.cap:
+            self.require_static_or_shape(c, loc)
+        b = self.new_buf(name, r.ref.dtype, r.rank, r.cap, (r.ref.rows, r.ref.cols), loc)
+        self.emit(Load(b, r.ref, None, loc))
+        return b
+
+    def require_static_or_shape(self, c: SExpr, loc: SourceLoc) -> None:
+        loopy = [v for v in S.free_vars(c) if v.split(".")[0] not in ()]
+        if loopy:
+            raise err("E207", "the size of this tile depends on a loop variable", loc,
+                      "tile sizes must be compile-time constants or tensor shapes; use dsl.tiles(n, TILE)")
+
+    def store(self, r: RV, value: object, loc: SourceLoc) -> None:
+        if isinstance(value, RV):
+            value = TV(self.load(value, loc))
+        if isinstance(value, SV):
+            for c in r.cap:
+                self.require_static_or_shape(c, loc)
+            b = self.tmp(r.ref.dtype, r.rank, r.cap, (r.ref.rows, r.ref.cols), loc)
+            self.emit(VOp(Instr.VDUP, b, (self.scalar_for(value, r.ref.dtype, loc),), None, loc))
+            value = TV(b)
+        if not isinstance(value, TV):
+            raise err("E210", "only tiles and scalars can be stored into a GM tensor", loc)
+        b = value.buf
+        if b.dtype != r.ref.dtype:
+            raise err("E204", f"cannot store a {b.dtype} tile into '{r.ref.name}' of {r.ref.dtype}", loc,
+                      f"cast it first: dsl.cast(..., {r.ref.dtype})")
+        if b.rank != r.rank and not (b.rank == 1 and r.rank == 2 and S.lift(r.cap[0]) == ONE):
+            raise err("E205", f"cannot store a rank-{b.rank} tile [{b.shape_str}] into a rank-{r.rank} window of "
+                      f"'{r.ref.name}'", loc)
+        for d, what in ((0, "rows"), (1, "columns")):
+            self.extent_check(b.ext[d], (r.ref.rows, r.ref.cols)[d], b.cap[d], r.cap[d], loc, f"store {what}")
+        self.emit(Store(r.ref, b, None, loc))
+
+    def extent_check(self, a: SExpr, b: SExpr, capa: SExpr, capb: SExpr, loc: SourceLoc, what: str) -> None:
+        if a == b:
+            return
+        if a.is_const and b.is_const:
+            if a.value != b.value:
+                raise err("E205", f"shape mismatch in {what}: {a.value} vs {b.value}", loc)
+            return
+        if capa.is_const and capb.is_const and capa.value != capb.value and not (a.is_const or b.is_const):
+            raise err("E205", f"shape mismatch in {what}: tiles of {capa.value} vs {capb.value}", loc)
+        self.emit(Check(S.binary("==", a, b), "E205", f"shape mismatch in {what}: %d vs %d", (a, b),
+                        "both sides must have the same extent", loc))
+
+    def check_shapes(self, a: Buf, b: Buf, loc: SourceLoc, what: str) -> None:
+        for d in (0, 1):
+            self.extent_check(a.ext[d], b.ext[d], a.cap[d], b.cap[d], loc, what)
+
+    # ---------------------------------------------------------- scalar helpers
+    def scalar(self, v: object, loc: SourceLoc, what: object = "value") -> SExpr:
+        if isinstance(v, SV):
+            return v.e
+        if isinstance(v, (TV, RV)):
+            raise err("E209", f"expected a scalar for {what}, got a tile", loc)
+        raise err("E209", f"expected a scalar for {what}", loc)
+
+    def static_int(self, v: object, loc: SourceLoc, what: str) -> int:
+        e = self.scalar(v, loc, what)
+        if not e.is_const or e.ty != I64:
+            raise err("E207", f"the {what} must be a compile-time integer", loc,
+                      "pass it as a Const[int] parameter or write a literal")
+        return int(e.value)
+
+    def scalar_for(self, v: SV, dtype: DType, loc: SourceLoc) -> SExpr:
+        if v.is_float and not dtype.is_float:
+            raise err("E204", f"a float scalar cannot be combined with a {dtype} tile", loc,
+                      f"cast the tile to a float type, or use an integer")
+        return S.to_float(v.e) if dtype.is_float else v.e
+
+    def as_tile(self, v: object, loc: SourceLoc) -> Buf | None:
+        if isinstance(v, TV):
+            return v.buf
+        if isinstance(v, RV):
+            return self.load(v, loc)
+        return None
+
+    # ---------------------------------------------------------- operators
+    def binop(self, op: str, a: object, b: object, loc: SourceLoc) -> object:
+        if op == "@":
+            return self.matmul(a, b, loc)
+        ta, tb = self.as_tile(a, loc), self.as_tile(b, loc)
+        if ta is None and tb is None:
+            if isinstance(a, SV) and isinstance(b, SV):
+                return SV(S.binary(op, a.e, b.e))
+            raise err("E210", f"unsupported operand for '{op}'", loc)
+        instr = BINARY_INSTR.get(op)
+        if instr is None:
+            raise err("E210", f"operator '{op}' is not supported on tiles", loc)
+        return TV(self.vbinary(instr, ta if ta is not None else a, tb if tb is not None else b, loc, op))
+
+    def vbinary(self, instr: Instr, a: object, b: object, loc: SourceLoc, sym: str, arg: object = None,
+                out_dtype: DType | None = None) -> Buf:
+        bufs = [x for x in (a, b) if isinstance(x, Buf)]
+        for x in (a, b):
+            if not isinstance(x, (Buf, SV)):
+                raise err("E209", f"'{sym}' needs tiles or scalars", loc)
+        dtype = bufs[0].dtype
+        if len(bufs) == 2 and bufs[0].dtype != bufs[1].dtype:
+            raise err("E204", f"dtype mismatch: {bufs[0].dtype} {sym} {bufs[1].dtype}", loc,
+                      f"cast one side first, e.g. dsl.cast(x, {bufs[0].dtype})")
+        self.check_dtype(instr, dtype, loc, sym)
+        srcs = tuple(x if isinstance(x, Buf) else self.scalar_for(x, dtype, loc) for x in (a, b))
+        rank, cap, ext = self.broadcast(bufs, loc, sym)
+        dst = self.tmp(out_dtype or dtype, rank, cap, ext, loc)
+        self.emit(VOp(instr, dst, srcs, arg, loc))
+        return dst
+
+    def check_dtype(self, instr: Instr, dtype: DType, loc: SourceLoc, sym: str) -> None:
+        if instr in FLOAT_ONLY and not dtype.is_float:
+            raise err("E204", f"'{sym}' needs a float tile, got {dtype}", loc, "cast first: dsl.cast(x, f32)")
+        if instr in INT_ONLY and dtype.is_float and instr not in (Instr.VFLOORDIV, Instr.VMOD):
+            raise err("E204", f"'{sym}' needs an integer or bool tile, got {dtype}", loc)
+
+    def broadcast(self, bufs: list[Buf], loc: SourceLoc, sym: str) -> tuple[int, tuple[SExpr, SExpr], tuple[SExpr, SExpr]]:
+        rank = max(b.rank for b in bufs)
+        if len(bufs) == 1:
+            return rank, bufs[0].cap, bufs[0].ext
+        a, b = bufs
+        cap, ext = [], []
+        for d in (0, 1):
+            ca, cb = a.cap[d], b.cap[d]
+            if ca == ONE and cb != ONE:
+                cap.append(cb), ext.append(b.ext[d])
+            elif cb == ONE and ca != ONE:
+                cap.append(ca), ext.append(a.ext[d])
+            else:
+                if ca.is_const and cb.is_const and ca.value != cb.value:
+                    raise err("E205", f"shape mismatch: [{a.shape_str}] {sym} [{b.shape_str}]", loc,
+                              "tiles must have equal shapes, or size 1 where one is broadcast")
+                self.extent_check(a.ext[d], b.ext[d], ca, cb, loc, f"'{sym}'")
+                cap.append(ca), ext.append(a.ext[d])
+        return rank, (cap[0], cap[1]), (ext[0], ext[1])
+
+    def unaryop(self, e: A.UnaryOp) -> object:
+        v = self.expr(e.operand)
+        t = self.as_tile(v, e.loc)
+        if t is None:
+            x = self.scalar(v, e.loc)
+            if e.op == "-":
+                return SV(S.unary("neg", x))
+            if e.op == "+":
+                return v
+            if e.op == "not":
+                return SV(S.unary("not", x), True)
+            return SV(S.binary("^", x, -1))
+        if e.op == "-":
+            return TV(self.vunary(Instr.VNEG, t, e.loc, "-"))
+        if e.op == "+":
+            return TV(t)
+        if e.op == "not":
+            raise err("E209", "'not' works on scalars; for tiles use '~'", e.loc)
+        return TV(self.vunary(Instr.VNOT, t, e.loc, "~"))
+
+    def vunary(self, instr: Instr, t: Buf, loc: SourceLoc, sym: str) -> Buf:
+        self.check_dtype(instr, t.dtype, loc, sym)
+        dst = self.tmp(t.dtype, t.rank, t.cap, t.ext, loc)
+        self.emit(VOp(instr, dst, (t,), None, loc))
+        return dst
+
+    def compare(self, e: A.Compare) -> object:
+        a, b = self.expr(e.left), self.expr(e.right)
+        ta, tb = self.as_tile(a, e.loc), self.as_tile(b, e.loc)
+        if ta is None and tb is None:
+            return SV(S.binary(e.op, self.scalar(a, e.loc), self.scalar(b, e.loc)), True)
+        return TV(self.vbinary(Instr.VCMP, ta if ta is not None else a, tb if tb is not None else b, e.loc, e.op,
+                               arg=e.op, out_dtype=boolean))
+
+    def matmul(self, a: object, b: object, loc: SourceLoc) -> object:
+        raise err("E501", "matmul (@) needs the cube unit, which this build does not have yet", loc)
+
+    # ---------------------------------------------------------- calls
+    def call_args(self, name: str, c: A.Call) -> dict[str, object]:
+        req, opt, _ = SPECS[name]
+        names = list(req) + list(opt)
+        out: dict[str, object] = dict(opt)
+        if name == "print":
+            return {"items": [self.expr(a) for a in c.args]}
+        if len(c.args) > len(names):
+            raise err("E203", f"dsl.{name}() takes at most {len(names)} arguments ({len(c.args)} given)", c.loc,
+                      f"dsl.{name}({', '.join(req + tuple(f'{k}=...' for k in opt))})")
+        for n, a in zip(names, c.args):
+            out[n] = self.expr(a)
+        for kw in c.kwargs:
+            if kw.name not in names:
+                raise err("E203", f"dsl.{name}() has no parameter '{kw.name}'", kw.loc,
+                          f"parameters: {', '.join(names)}")
+            out[kw.name] = self.expr(kw.value)
+        missing = [n for n in req if n not in out]
+        if missing:
+            raise err("E203", f"dsl.{name}() missing argument '{missing[0]}'", c.loc,
+                      f"dsl.{name}({', '.join(req)})")
+        return out
+
+    def call(self, c: A.Call, stmt: bool) -> object:
+        fn = self.expr(c.func)
+        if not isinstance(fn, Obj):
+            raise err("E210", "this value cannot be called", c.func.loc)
+        f = fn.value
+        if isinstance(f, tuple) and f and f[0] == "method-cast":
+            if len(c.args) != 1:
+                raise err("E203", ".astype() takes one dtype", c.loc)
+            return self.cast(f[1], self.expr(c.args[0]), c.loc)
+        if isinstance(f, Builtin):
+            return self.builtin(f.name, c, stmt)
+        import builtins as py
+
+        if f in (py.min, py.max, py.abs, py.int, py.float):
+            if c.kwargs:
+                raise err("E203", f"{f.__name__}() takes no keywords in kernels", c.loc)
+            vals = [self.expr(a) for a in c.args]
+            if any(isinstance(v, (TV, RV)) for v in vals):
+                raise err("E209", f"Python's {f.__name__}() works on scalars", c.loc,
+                          f"use dsl.{'maximum' if f is py.max else 'minimum' if f is py.min else f.__name__}() for tiles")
+            es = [self.scalar(v, c.loc) for v in vals]
+            if f in (py.min, py.max):
+                if len(es) < 2:
+                    raise err("E203", f"{f.__name__}() needs at least two scalars", c.loc)
+                out = es[0]
+                for x in es[1:]:
+                    out = S.binary(f.__name__, out, x)
+                return SV(out)
+            if len(es) != 1:
+                raise err("E203", f"{f.__name__}() takes one argument", c.loc)
+            return SV({py.abs: lambda x: S.unary("abs", x), py.int: lambda x: S.unary("f2i", x) if x.ty == F64 else x,
+                       py.float: S.to_float}[f](es[0]))
+        if f is py.range:
+            raise err("E202", "Python's range() is not available in kernels", c.loc, "use dsl.range(...)")
+        if f is py.print:
+            raise err("E202", "print() is not available in kernels", c.loc, "use dsl.print(...)")
+        raise err("E202", f"'{getattr(f, '__name__', f)}' cannot be called in a kernel", c.loc)
+
+    def builtin(self, name: str, c: A.Call, stmt: bool) -> object:
+        args = self.call_args(name, c)
+        loc = c.loc
+        if name == "core_id":
+            return SV(S.CORE_ID)
+        if name == "num_cores":
+            return SV(S.NUM_CORES)
+        if name in ("tiles", "tiles2d", "range"):
+            raise err("E210", f"dsl.{name}() can only be iterated by a for loop", loc)
+        if name in UNARY:
+            v = args["x"]
+            t = self.as_tile(v, loc)
+            if t is None:
+                x = self.scalar(v, loc)
+                if name in ("exp", "log", "sqrt", "rsqrt", "abs", "neg"):
+                    return SV(S.unary(name, x))
+                if name == "relu":
+                    return SV(S.smax(x, S.const(0.0) if x.ty == F64 else 0))
+                raise err("E209", f"dsl.{name}() works on tiles", loc)
+            return TV(self.vunary(UNARY_INSTR[name], t, loc, f"dsl.{name}"))
+        if name in ("maximum", "minimum") or (name in ("max", "min") and args.get("y") is not None):
+            a, b = args["x"], args["y"]
+            ta, tb = self.as_tile(a, loc), self.as_tile(b, loc)
+            if ta is None and tb is None:
+                return SV(S.binary(name[:3], self.scalar(a, loc), self.scalar(b, loc)))
+            instr = Instr.VMAX if name.startswith("max") else Instr.VMIN
+            return TV(self.vbinary(instr, ta if ta is not None else a, tb if tb is not None else b, loc, name))
+        if name in ("sum", "max", "min"):
+            return TV(self.reduce(name, args, loc))
+        if name == "cast":
+            return self.cast(args["x"], args["dtype"], loc)
+        if name == "where":
+            return TV(self.where(args, loc))
+        if name in ("zeros", "full"):
+            return TV(self.fill(name, args, loc))
+        if name == "alloc":
+            return TV(self.alloc(args, loc))
+        if name == "copy":
+            self.copy(args["dst"], args["src"], loc)
+            return Obj(None)
+        if name == "print":
+            items: list = []
+            for v in args["items"]:
+                if isinstance(v, Obj) and isinstance(v.value, str):
+                    items.append(v.value)
+                elif isinstance(v, SV):
+                    items.append(v.e)
+                elif isinstance(v, (TV, RV)):
+                    items.append(self.as_tile(v, loc))
+                else:
+                    raise err("E209", "dsl.print() prints strings, scalars and tiles", loc)
+            self.emit(Print(tuple(items), loc))
+            return Obj(None)
+        if name == "matmul":
+            return self.matmul(args["a"], args["b"], loc)
+        raise err("E202", f"unknown builtin 'dsl.{name}'", loc)  # pragma: no cover
+
+    def dtype_arg(self, v: object, loc: SourceLoc) -> DType:
+        if isinstance(v, Obj) and isinstance(v.value, DType):
+            return v.value
+        raise err("E209", "expected a dtype (f32, f16, bf16, i32, i8)", loc)
+
+    def cast(self, v: object, dt: object, loc: SourceLoc) -> object:
+        dtype = self.dtype_arg(dt, loc)
+        t = self.as_tile(v, loc)
+        if t is None:
+            x = self.scalar(v, loc)
+            return SV(S.to_float(x) if dtype.is_float else (S.unary("f2i", S.unary("rint", x)) if x.ty == F64 else x))
+        if t.dtype == dtype:
+            return TV(t)
+        dst = self.tmp(dtype, t.rank, t.cap, t.ext, loc)
+        self.emit(VOp(Instr.VCAST, dst, (t,), "rint", loc))
+        return TV(dst)
+
+    def where(self, args: dict, loc: SourceLoc) -> Buf:
+        c = self.as_tile(args["cond"], loc)
+        if c is None or c.dtype != boolean:
+            raise err("E204", "dsl.where() needs a condition tile (a comparison of tiles)", loc)
+        a, b = args["a"], args["b"]
+        ta, tb = self.as_tile(a, loc), self.as_tile(b, loc)
+        tiles = [x for x in (ta, tb) if x is not None]
+        if not tiles:
+            raise err("E209", "dsl.where() needs at least one tile among its values", loc,
+                      "for two scalars, fill a tile first with dsl.full")
+        dtype = tiles[0].dtype
+        if len(tiles) == 2 and ta.dtype != tb.dtype:  # type: ignore[union-attr]
+            raise err("E204", f"dtype mismatch in dsl.where: {ta.dtype} vs {tb.dtype}", loc)  # type: ignore[union-attr]
+        srcs = tuple(x if x is not None else self.scalar_for(v, dtype, loc) for x, v in ((ta, a), (tb, b)))
+        rank, cap, ext = self.broadcast([c, tiles[0]], loc, "where")
+        if len(tiles) == 2:
+            probe = Buf(0, "probe", dtype, rank, cap, ext)
+            rank, cap, ext = self.broadcast([probe, tiles[1]], loc, "where")
+        dst = self.tmp(dtype, rank, cap, ext, loc)
+        self.emit(VOp(Instr.VSEL, dst, (c, *srcs), None, loc))
+        return dst
+
+    def reduce(self, name: str, args: dict, loc: SourceLoc) -> Buf:
+        t = self.as_tile(args["x"], loc)
+        if t is None:
+            raise err("E209", f"dsl.{name}() reduces a tile", loc)
+        axis_v, keep_v = args.get("axis"), args.get("keepdims", False)
+        axis = None if axis_v is None or (isinstance(axis_v, Obj) and axis_v.value is None) else \
+            self.static_int(axis_v, loc, "axis")
+        keep = keep_v if isinstance(keep_v, bool) else bool(self.static_int(keep_v, loc, "keepdims"))
+        if axis is not None and not -t.rank <= axis < t.rank:
+            raise err("E205", f"axis {axis} is out of range for a rank-{t.rank} tile", loc)
+        if t.rank == 1 or axis is None:
+            rank, cap, ext, mode = (t.rank if keep else 1), (ONE, ONE), (ONE, ONE), "all"
+        elif axis % 2 == 1:  # along columns: one value per row
+            mode = "rows"
+            rank, cap, ext = (2, (t.cap[0], ONE), (t.ext[0], ONE)) if keep else (1, (ONE, t.cap[0]), (ONE, t.ext[0]))
+        else:
+            mode = "cols"
+            rank, cap, ext = (2 if keep else 1), (ONE, t.cap[1]), (ONE, t.ext[1])
+        dst = self.tmp(t.dtype, rank, cap, ext, loc)
+        self.emit(VOp(REDUCE_INSTR[name], dst, (t,), mode, loc))
+        return dst
+
+    def shape_arg(self, v: object, loc: SourceLoc) -> tuple[int, tuple[SExpr, SExpr]]:
+        items = v.items if isinstance(v, TupleV) else (v,)
+        if not 1 <= len(items) <= 2:
+            raise err("E205", "tile shapes have one or two dimensions", loc)
+        dims = [S.const(self.static_int(x, loc, "tile shape")) for x in items]
+        for d in dims:
+            if d.value <= 0:
+                raise err("E205", f"tile dimensions must be positive, got {d.value}", loc)
+        return len(dims), ((dims[0], dims[1]) if len(dims) == 2 else (ONE, dims[0]))
+
+    def mem_arg(self, v: object, loc: SourceLoc) -> Mem:
+        if isinstance(v, Obj) and isinstance(v.value, Mem):
+            return v.value
+        raise err("E209", "expected a memory: dsl.UB, dsl.L1, dsl.L0A, dsl.L0B or dsl.L0C", loc)
+
+    def fill(self, name: str, args: dict, loc: SourceLoc) -> Buf:
+        rank, cap = self.shape_arg(args["shape"], loc)
+        dtype = self.dtype_arg(args["dtype"], loc)
+        mem = Mem.UB if args.get("mem") is None else self.mem_arg(args["mem"], loc)
+        value = SV(S.const(0)) if name == "zeros" else args["value"]
+        if not isinstance(value, SV):
+            raise err("E209", "dsl.full() fills with a scalar", loc)
+        b = self.new_buf("t", dtype, rank, cap, cap, loc, mem)
+        self.emit(VOp(Instr.VDUP, b, (self.scalar_for(value, dtype, loc),), None, loc))
+        return b
+
+    def alloc(self, args: dict, loc: SourceLoc) -> Buf:
+        mem = self.mem_arg(args["mem"], loc)
+        rank, cap = self.shape_arg(args["shape"], loc)
+        dtype = self.dtype_arg(args["dtype"], loc)
+        nbuf = args.get("buffers")
+        buffers = None if nbuf is None else self.static_int(nbuf, loc, "buffers")
+        if buffers is not None and buffers not in (1, 2):
+            raise err("E207", f"buffers must be 1 or 2, got {buffers}", loc)
+        off = args.get("offset")
+        offset = None if off is None else self.static_int(off, loc, "offset")
+        if offset is not None and offset % 32:
+            raise err("E302", f"explicit offset {offset} in {mem.value} is not 32-byte aligned", loc,
+                      f"on-chip buffers start on 32-byte boundaries: use {offset // 32 * 32} or {(offset // 32 + 1) * 32}")
+        b = self.new_buf("buf", dtype, rank, cap, cap, loc, mem, explicit=True, offset=offset, buffers=buffers)
+        rows, cols = self.new_var(f"{b.name}.rows", I64), self.new_var(f"{b.name}.cols", I64)
+        b.ext = (S.var(rows), S.var(cols))
+        self.emit(SetVar(rows, cap[0], loc))
+        self.emit(SetVar(cols, cap[1], loc))
+        return b
+
+    def set_ext(self, dst: Buf, ext: tuple[SExpr, SExpr], loc: SourceLoc) -> None:
+        if dst.explicit:
+            for d in (0, 1):
+                if dst.cap[d].is_const and ext[d].is_const and ext[d].value > dst.cap[d].value:
+                    raise err("E301", f"{ext[d].value} {'rows' if d == 0 else 'columns'} do not fit buffer "
+                              f"'{dst.name}' of [{dst.shape_str}]", loc)
+                if not ext[d].is_const:
+                    self.emit(Check(S.binary("<=", ext[d], dst.cap[d]), "E301",
+                                    f"%d {'rows' if d == 0 else 'columns'} do not fit buffer '{dst.name}' (capacity %d)",
+                                    (ext[d], dst.cap[d]), "allocate a larger buffer or use smaller tiles", loc))
+                self.emit(SetVar(dst.ext[d].args[0], ext[d], loc))
+
+    def copy(self, dst: object, src: object, loc: SourceLoc) -> None:
+        if isinstance(dst, TV) and isinstance(src, RV):
+            if dst.buf.dtype != src.ref.dtype:
+                raise err("E204", f"dtype mismatch in copy: {dst.buf.dtype} buffer <- {src.ref.dtype} tensor", loc)
+            self.set_ext(dst.buf, (src.ref.rows, src.ref.cols), loc)
+            self.emit(Load(dst.buf, src.ref, None, loc))
+        elif isinstance(dst, RV) and isinstance(src, TV):
+            self.store(dst, src, loc)
+        elif isinstance(dst, TV) and isinstance(src, TV):
+            if dst.buf.dtype != src.buf.dtype:
+                raise err("E204", f"dtype mismatch in copy: {dst.buf.dtype} <- {src.buf.dtype}", loc,
+                          "use dsl.cast to convert")
+            self.set_ext(dst.buf, src.buf.ext, loc)
+            self.emit(Move(dst.buf, src.buf, None, loc))
+        else:
+            raise err("E209", "dsl.copy(dst, src) copies between a GM window and a buffer, or two buffers", loc)
+
+
+def _assigned_more_than_once(body: tuple[A.Stmt, ...]) -> set[str]:
+    counts: dict[str, int] = {}
+
+    def names(t: A.Expr):
+        if isinstance(t, A.Name):
+            yield t.id
+        elif isinstance(t, A.Tuple):
+            for e in t.elts:
+                yield from names(e)
+
+    def visit(stmts: tuple[A.Stmt, ...], in_loop: bool) -> None:
+        for s in stmts:
+            if isinstance(s, A.Assign):
+                for t in s.targets:
+                    for n in names(t):
+                        counts[n] = counts.get(n, 0) + 1
+            elif isinstance(s, A.AugAssign):
+                for n in names(s.target):
+                    counts[n] = counts.get(n, 0) + 2
+            elif isinstance(s, A.For):
+                visit(s.body, True)
+            elif isinstance(s, A.If):
+                visit(s.body, in_loop)
+                visit(s.orelse, in_loop)
+
+    visit(body, False)
+    return {n for n, c in counts.items() if c > 1}
+
+
+def _close(word: str, options: list[str]) -> str | None:
+    import difflib
+
+    m = difflib.get_close_matches(word, options, n=1)
+    return m[0] if m else None
+
+
+def lower(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict) -> Kernel:
+    """The `lower` stage: AST -> Tile IR."""
+    k = Lowerer(fdef, env, params, options).run()
+    k.nwords = max((p.slot + (2 + p.rank if p.kind == "gm" else 1) for p in params if p.kind != "const"), default=0)
+    return k

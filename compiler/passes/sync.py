@@ -1,0 +1,211 @@
+"""insert_sync: set_flag / wait_flag between pipes, so each pipe runs ahead as far as data allows.
+
+Per region (a loop body or the kernel body) the pass finds, for every access to a buffer, the
+earlier conflicting accesses on other pipes (read-after-write, write-after-read,
+write-after-write), both earlier in the same iteration and, in loops, in the previous use of the
+same ping-pong slot (loop-carried). Each dependency becomes a set_flag after the producer and a
+wait_flag before the consumer. Dominated dependencies are dropped (pipes are in order), and the
+rest share event ids per pipe pair (their sets and waits come in the same order, so the flag
+FIFOs match). Loop-carried flags are primed before the loop, one set per slot, and drained after.
+Double-buffered buffers use one event id per slot (ping-pong), as hand-written Ascend C does.
+
+A nested loop, an `if` with pipe work, or a print is fenced by pipe_barrier(ALL) on both sides.
+GM tensors count as buffers within an iteration (a load after a store of the same tensor waits).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from compiler import sexpr as S
+from compiler.ir import (Barrier, Buf, Flag, For, If, Kernel, Load, Mmad, Move, Print, Stmt, Store, VOp, accesses,
+                         pipe_of)
+from dsl.errors import KernelError
+from simulator.isa import EVENT_IDS_PER_PAIR, Pipe
+
+PIPE_OPS = (Load, Store, Move, VOp, Mmad)
+
+
+@dataclass
+class Edge:
+    src: int
+    dst: int
+    carried: bool
+    slots: int
+    src_pipe: Pipe
+    dst_pipe: Pipe
+
+
+def _has_pipe_work(body: tuple[Stmt, ...]) -> bool:
+    for s in body:
+        if isinstance(s, PIPE_OPS) or isinstance(s, Print):
+            return True
+        if isinstance(s, For) and _has_pipe_work(s.body):
+            return True
+        if isinstance(s, If) and (_has_pipe_work(s.then) or _has_pipe_work(s.orelse)):
+            return True
+    return False
+
+
+def _keys(s: Stmt, k: Kernel) -> list[tuple[object, bool, int]]:
+    """(hazard key, is_write, slots) of an op: buffers by identity, GM tensors by argument."""
+    out: list[tuple[object, bool, int]] = []
+    for b, w in accesses(s):
+        p = k.placement.get(b.id)
+        out.append((("buf", b.id), w, p.slots if p else 1))
+    if isinstance(s, Load):
+        out.append((("gm", s.src.arg), False, 0))
+    if isinstance(s, Store):
+        out.append((("gm", s.dst.arg), True, 0))
+    return out
+
+
+def _edges(ops: list[tuple[int, Pipe, list]], fences: set[int], n: int, cyclic: bool) -> list[Edge]:
+    """ops: (position, pipe, keys) in program order; fences: positions of barrier items."""
+    edges: list[Edge] = []
+    by_pos = {pos: (pipe, keys) for pos, pipe, keys in ops}
+    for pos, pipe, keys in ops:
+        for key, write, slots in keys:
+            seq = [(p, False) for p in range(pos - 1, -1, -1)]
+            if cyclic and not any(f < pos for f in fences):
+                seq += [(p, True) for p in range(n - 1, pos - 1, -1)]
+            for p, carried in seq:
+                if p in fences:
+                    break
+                if carried and key[0] == "gm":
+                    break
+                if p not in by_pos:
+                    continue
+                ppipe, pkeys = by_pos[p]
+                hit = [w for k2, w, _ in pkeys if k2 == key]
+                if not hit:
+                    continue
+                pwrite = any(hit)
+                if not (pwrite or write):
+                    continue  # read after read
+                if ppipe != pipe:
+                    edges.append(Edge(p, pos, carried, max(slots, 1), ppipe, pipe))
+                if pwrite or ppipe == pipe and not write:
+                    break
+                if ppipe == pipe and write:
+                    continue
+    return _prune(edges, n)
+
+
+def _prune(edges: list[Edge], n: int) -> list[Edge]:
+    """Drop an edge when another of the same pipe pair and kind starts later and ends earlier."""
+    def key(e: Edge) -> tuple[int, int]:
+        return (e.src - (n if e.carried else 0), e.dst)
+
+    kept: list[Edge] = []
+    uniq = {(e.src, e.dst, e.carried, e.slots, e.src_pipe, e.dst_pipe): e for e in edges}
+    for e in uniq.values():
+        se, de = key(e)
+        dominated = False
+        for f in uniq.values():
+            if f is e or (f.src_pipe, f.dst_pipe, f.carried, f.slots) != (e.src_pipe, e.dst_pipe, e.carried, e.slots):
+                continue
+            sf, df = key(f)
+            if sf >= se and df <= de and (sf, df) != (se, de):
+                dominated = True
+                break
+        if not dominated:
+            kept.append(e)
+    return sorted(kept, key=lambda e: (e.dst, e.src))
+
+
+class _Ids:
+    def __init__(self, base: dict[tuple[Pipe, Pipe], int]):
+        self.base = dict(base)
+        self.used = dict(base)
+        self.group: dict[tuple, int] = {}
+
+    def get(self, e: Edge, loc) -> int:  # type: ignore[no-untyped-def]
+        g = (e.src_pipe, e.dst_pipe, e.carried, e.slots)
+        if g not in self.group:
+            pair = (e.src_pipe, e.dst_pipe)
+            first = self.used.get(pair, 0)
+            if first + e.slots > EVENT_IDS_PER_PAIR:
+                raise KernelError("E304", f"this loop needs more than {EVENT_IDS_PER_PAIR} event ids between "
+                                  f"{e.src_pipe.name} and {e.dst_pipe.name}", loc,
+                                  "split the loop body into several loops, or use buffers=1")
+            self.group[g] = first
+            self.used[pair] = first + e.slots
+        return self.group[g]
+
+
+def _region(body: tuple[Stmt, ...], k: Kernel, loop: For | None,
+            base: dict[tuple[Pipe, Pipe], int]) -> tuple[list[Stmt], tuple[Stmt, ...], list[Stmt]]:
+    """Returns (statements before the loop, the new body, statements after the loop)."""
+    n = len(body)
+    ops, fences = [], set()
+    for pos, s in enumerate(body):
+        if isinstance(s, PIPE_OPS):
+            ops.append((pos, pipe_of(s), _keys(s, k)))
+        elif isinstance(s, (For, If, Print)) and (isinstance(s, Print) or _has_pipe_work((s,))):
+            fences.add(pos)
+    edges = _edges(ops, fences, n, loop is not None)
+    ids = _Ids(base)
+    slot = S.binary("%", S.var(loop.it), 2) if loop is not None else S.const(0)
+
+    def event(e: Edge) -> S.SExpr:
+        b = ids.get(e, body[e.dst].loc)  # type: ignore[attr-defined]
+        return S.add(b, slot) if e.slots > 1 else S.const(b)
+
+    waits: dict[int, list[Stmt]] = {}
+    sets: dict[int, list[Stmt]] = {}
+    pre: list[Stmt] = []
+    post: list[Stmt] = []
+    for e in edges:
+        ev = event(e)
+        loc = body[e.dst].loc  # type: ignore[attr-defined]
+        waits.setdefault(e.dst, []).append(Flag(True, e.src_pipe, e.dst_pipe, ev, loc))
+        sets.setdefault(e.src, []).append(Flag(False, e.src_pipe, e.dst_pipe, ev, body[e.src].loc))  # type: ignore
+        if e.carried:
+            b0 = ids.get(e, loc)
+            for sl in range(e.slots):
+                pre.append(Flag(False, e.src_pipe, e.dst_pipe, S.const(b0 + sl), loop.loc if loop else loc))
+                post.append(Flag(True, e.src_pipe, e.dst_pipe, S.const(b0 + sl), loop.loc if loop else loc))
+    pre = _dedup(pre)
+    post = _dedup(post)
+    inner_base = ids.used
+    out: list[Stmt] = []
+    for pos, s in enumerate(body):
+        out.extend(_dedup(waits.get(pos, [])))
+        if pos in fences:
+            out.append(Barrier(s.loc))  # type: ignore[attr-defined]
+            if isinstance(s, For):
+                p0, nb, p1 = _region(s.body, k, s, inner_base)
+                out.extend(p0)
+                out.append(dataclasses.replace(s, body=nb))
+                out.extend(p1)
+            elif isinstance(s, If):
+                _, t, _ = _region(s.then, k, None, inner_base)
+                _, o, _ = _region(s.orelse, k, None, inner_base)
+                out.append(dataclasses.replace(s, then=t, orelse=o))
+            else:
+                out.append(s)
+            out.append(Barrier(s.loc))  # type: ignore[attr-defined]
+            continue
+        if isinstance(s, For):  # scalar-only loop
+            out.append(s)
+        else:
+            out.append(s)
+        out.extend(_dedup(sets.get(pos, [])))
+    return pre, tuple(out), post
+
+
+def _dedup(flags: list[Stmt]) -> list[Stmt]:
+    seen, out = set(), []
+    for f in flags:
+        key = (f.wait, f.src, f.dst, f.event)  # type: ignore[attr-defined]
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def insert_sync(k: Kernel) -> Kernel:
+    pre, body, post = _region(k.body, k, None, {})
+    assert not pre and not post
+    return dataclasses.replace(k, body=body)

@@ -1,0 +1,108 @@
+"""The compiler's stages in order, each a pure function from one IR to the next.
+
+    AST --lower--> Tile IR --split_cores--> --assign_units--> --place_buffers--> --insert_sync--> Core IR
+        --codegen--> LLVM IR --jit (O3, host CPU)--> machine code (cached in memory and on disk)
+
+`compile_kernel` runs them all (or stops at a stage for `vinci compile --emit`).
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from compiler import jit
+from compiler.codegen import CheckInfo, generate
+from compiler.ir import Kernel, ParamSpec, dump
+from compiler.lower import lower
+from compiler.passes.place import place_buffers
+from compiler.passes.split import split_cores
+from compiler.passes.sync import insert_sync
+from compiler.passes.units import assign_units
+from dsl import ast as A
+from dsl.errors import SourceLoc
+
+#: the schedule, in order: (name, fn(kernel, cfg) -> kernel)
+STAGES = [
+    ("split_cores", lambda k, cfg: split_cores(k)),
+    ("assign_units", lambda k, cfg: assign_units(k)),
+    ("place_buffers", place_buffers),
+    ("insert_sync", lambda k, cfg: insert_sync(k)),
+]
+EMITS = ("ast", "tile", "core", "llvm", "asm")
+
+
+@dataclass
+class Plan:
+    """What the launcher needs from a compiled kernel (pickled next to the object in the cache)."""
+
+    name: str
+    symbol: str
+    params: list[ParamSpec]
+    nwords: int
+    checks: list[CheckInfo]
+    locs: list[SourceLoc]
+    strings: dict = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg,  # type: ignore[no-untyped-def]
+            stop: str | None = None, timings: dict[str, float] | None = None) -> Kernel:
+    t = time.perf_counter()
+    k = lower(fdef, env, params, options)
+    if timings is not None:
+        timings["lower"] = (time.perf_counter() - t) * 1e3
+    if stop == "tile":
+        return k
+    for name, fn in STAGES:
+        t = time.perf_counter()
+        k = fn(k, cfg)
+        if timings is not None:
+            timings[name] = (time.perf_counter() - t) * 1e3
+    return k
+
+
+def cache_key(source: str, spec: tuple, options: dict, cfg) -> str:  # type: ignore[no-untyped-def]
+    h = hashlib.sha256()
+    for part in (source, repr(spec), repr(sorted(options.items())), cfg.fingerprint(), jit.source_hash(),
+                 jit.host_fingerprint()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def symbol_for(name: str, key: str) -> str:
+    return f"vinci_{name}_{key[:16]}"
+
+
+def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[ParamSpec], spec: tuple,
+                   options: dict, cfg) -> tuple[jit.Compiled, Plan]:  # type: ignore[no-untyped-def]
+    key = cache_key(source, spec, options, cfg)
+    sym = symbol_for(fdef.name, key)
+
+    def build() -> tuple[str, Plan]:
+        timings: dict[str, float] = {}
+        k = to_core(fdef, env, params, options, cfg, timings=timings)
+        t = time.perf_counter()
+        text, checks, strings = generate(k, sym)
+        timings["codegen"] = (time.perf_counter() - t) * 1e3
+        return text, Plan(fdef.name, sym, params, k.nwords, checks, k.locs, strings, timings)
+
+    return jit.get_or_compile(key, sym, build)  # type: ignore[return-value]
+
+
+def emit(stage: str, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg) -> str:  # type: ignore[no-untyped-def]
+    """Text of one stage, for `vinci compile --emit`."""
+    if stage == "ast":
+        return A.dump(fdef)
+    if stage == "tile":
+        return dump(to_core(fdef, env, params, options, cfg, stop="tile"))
+    k = to_core(fdef, env, params, options, cfg)
+    if stage == "core":
+        return dump(k, core=True)
+    text, _, _ = generate(k, f"vinci_{fdef.name}")
+    if stage == "llvm":
+        return jit.optimize_to_object(text)[1]
+    if stage == "asm":
+        return jit.assembly(text)
+    raise ValueError(f"unknown stage {stage!r}; choose from {', '.join(EMITS)}")

@@ -1,0 +1,230 @@
+"""Scalar expressions: shapes, loop indices, offsets and scalar kernel arguments.
+
+Scalars are i64 (integers, booleans as 0/1) or f64 (Python floats). Constructors fold constants,
+so schedule decisions on static sizes are made at compile time and only truly runtime values
+(shapes, core id, loop variables) reach the generated code.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Union
+
+I64 = "i64"
+F64 = "f64"
+
+
+@dataclass(frozen=True)
+class SExpr:
+    """op: const | var | arg | shape | core_id | num_cores | binary/unary op name | select."""
+
+    op: str
+    args: tuple = ()
+    ty: str = I64
+
+    # ---- constructors with folding
+    @property
+    def is_const(self) -> bool:
+        return self.op == "const"
+
+    @property
+    def value(self) -> int | float:
+        assert self.op == "const"
+        return self.args[0]
+
+    def __repr__(self) -> str:
+        return fmt(self)
+
+
+Scalar = Union[SExpr, int, float, bool]
+
+
+def const(v: int | float | bool) -> SExpr:
+    if isinstance(v, bool):
+        return SExpr("const", (int(v),), I64)
+    if isinstance(v, int):
+        return SExpr("const", (v,), I64)
+    return SExpr("const", (float(v),), F64)
+
+
+def lift(v: Scalar) -> SExpr:
+    return v if isinstance(v, SExpr) else const(v)
+
+
+def var(name: str, ty: str = I64) -> SExpr:
+    return SExpr("var", (name,), ty)
+
+
+def arg(slot: int, ty: str = I64) -> SExpr:
+    """Word `slot` of the launch argument block (shapes, scalars)."""
+    return SExpr("arg", (slot,), ty)
+
+
+CORE_ID = SExpr("core_id")
+NUM_CORES = SExpr("num_cores")
+
+_INT_FOLD = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None,
+    "min": min, "max": max, "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b), ">=": lambda a, b: int(a >= b), "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b), "and": lambda a, b: int(bool(a) and bool(b)),
+    "or": lambda a, b: int(bool(a) or bool(b)), "&": lambda a, b: a & b, "|": lambda a, b: a | b,
+    "^": lambda a, b: a ^ b, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+    "/": lambda a, b: a / b if b else None, "**": lambda a, b: a ** b,
+}
+COMPARE = ("<", "<=", ">", ">=", "==", "!=")
+LOGIC = ("and", "or")
+
+
+def binary(op: str, a: Scalar, b: Scalar) -> SExpr:
+    a, b = lift(a), lift(b)
+    if op == "/":
+        a, b = to_float(a), to_float(b)
+    elif a.ty != b.ty and op not in LOGIC:
+        a, b = to_float(a), to_float(b)
+    ty = I64 if op in COMPARE or op in LOGIC else a.ty
+    if a.is_const and b.is_const:
+        r = _INT_FOLD[op](a.value, b.value)
+        if r is not None:
+            return SExpr("const", (float(r) if ty == F64 else int(r),), ty)
+    # algebraic identities that keep static sizes static
+    if op == "+" and b.is_const and b.value == 0:
+        return a
+    if op == "+" and a.is_const and a.value == 0:
+        return b
+    if op == "-" and b.is_const and b.value == 0:
+        return a
+    if op == "*" and ((b.is_const and b.value == 1)):
+        return a
+    if op == "*" and a.is_const and a.value == 1:
+        return b
+    if op == "*" and ((a.is_const and a.value == 0) or (b.is_const and b.value == 0)) and ty == I64:
+        return const(0)
+    if op == "//" and b.is_const and b.value == 1:
+        return a
+    return SExpr(op, (a, b), ty)
+
+
+def unary(op: str, a: Scalar) -> SExpr:
+    a = lift(a)
+    if a.is_const:
+        v = a.value
+        if op == "neg":
+            return const(-v)
+        if op == "not":
+            return const(int(not v))
+        if op == "abs":
+            return const(abs(v))
+        if op == "i2f":
+            return const(float(v))
+        if op == "f2i":
+            return const(int(v))
+        if op in ("exp", "log", "sqrt"):
+            return const(getattr(math, op)(v))
+    ty = {"i2f": F64, "f2i": I64, "not": I64}.get(op, a.ty)
+    if op in ("exp", "log", "sqrt", "rsqrt"):
+        a, ty = to_float(a), F64
+    return SExpr(op, (a,), ty)
+
+
+def to_float(a: Scalar) -> SExpr:
+    a = lift(a)
+    return a if a.ty == F64 else unary("i2f", a)
+
+
+def select(c: Scalar, a: Scalar, b: Scalar) -> SExpr:
+    c, a, b = lift(c), lift(a), lift(b)
+    if a.ty != b.ty:
+        a, b = to_float(a), to_float(b)
+    if c.is_const:
+        return a if c.value else b
+    return SExpr("select", (c, a, b), a.ty)
+
+
+def smin(a: Scalar, b: Scalar) -> SExpr:
+    return binary("min", a, b)
+
+
+def smax(a: Scalar, b: Scalar) -> SExpr:
+    return binary("max", a, b)
+
+
+def ceil_div(a: Scalar, b: Scalar) -> SExpr:
+    return binary("//", binary("-", binary("+", a, b), 1), b)
+
+
+def align_up(a: Scalar, b: int) -> SExpr:
+    return binary("*", ceil_div(a, b), b)
+
+
+def add(a: Scalar, b: Scalar) -> SExpr:
+    return binary("+", a, b)
+
+
+def sub(a: Scalar, b: Scalar) -> SExpr:
+    return binary("-", a, b)
+
+
+def mul(a: Scalar, b: Scalar) -> SExpr:
+    return binary("*", a, b)
+
+
+def free_vars(e: SExpr) -> set[str]:
+    if e.op == "var":
+        return {e.args[0]}
+    out: set[str] = set()
+    for a in e.args:
+        if isinstance(a, SExpr):
+            out |= free_vars(a)
+    return out
+
+
+def fmt(e: SExpr) -> str:
+    if e.op == "const":
+        return repr(e.args[0])
+    if e.op == "var":
+        return e.args[0]
+    if e.op == "arg":
+        return f"arg[{e.args[0]}]"
+    if e.op in ("core_id", "num_cores"):
+        return e.op + "()"
+    if e.op == "select":
+        return f"({fmt(e.args[1])} if {fmt(e.args[0])} else {fmt(e.args[2])})"
+    if len(e.args) == 2 and e.op not in ("min", "max"):
+        return f"({fmt(e.args[0])} {e.op} {fmt(e.args[1])})"
+    return f"{e.op}({', '.join(fmt(a) for a in e.args)})"
+
+
+def evaluate(e: SExpr, env: dict[str, int | float], argv: list[int | float], core: int = 0, ncores: int = 1) -> int | float:
+    """Evaluate with Python semantics (the reference interpreter and launch-time checks use this)."""
+    op = e.op
+    if op == "const":
+        return e.args[0]
+    if op == "var":
+        return env[e.args[0]]
+    if op == "arg":
+        return argv[e.args[0]]
+    if op == "core_id":
+        return core
+    if op == "num_cores":
+        return ncores
+    vals = [evaluate(a, env, argv, core, ncores) for a in e.args]
+    if op == "select":
+        return vals[1] if vals[0] else vals[2]
+    if len(vals) == 2:
+        if op == "//" and e.ty == I64:
+            a, b = int(vals[0]), int(vals[1])
+            return a // b
+        if op == "%" and e.ty == I64:
+            return int(vals[0]) % int(vals[1])
+        if op == "/" and vals[1] == 0:
+            return math.copysign(math.inf, vals[0]) if vals[0] else math.nan
+        r = _INT_FOLD[op](vals[0], vals[1])
+        return float(r) if e.ty == F64 else int(r)
+    v = vals[0]
+    return {
+        "neg": lambda: -v, "not": lambda: int(not v), "abs": lambda: abs(v), "i2f": lambda: float(v),
+        "f2i": lambda: int(v), "exp": lambda: math.exp(v), "log": lambda: math.log(v) if v > 0 else (-math.inf if v == 0 else math.nan),
+        "sqrt": lambda: math.sqrt(v) if v >= 0 else math.nan, "rsqrt": lambda: 1 / math.sqrt(v) if v > 0 else math.inf,
+    }[op]()

@@ -1,0 +1,394 @@
+"""`@dsl.kernel`: a Python function becomes a kernel for the simulated core.
+
+    k = dsl.kernel(fn)          # parse now (errors show at import), compile on first launch
+    k[8](x, y, z)               # 8 cores; k(x, y, z) uses the config's core count
+    run = k[8].profile(x, y, z) # the same launch, timed on the model of the core
+
+Arguments are numpy arrays or torch CPU tensors, passed zero-copy (their memory is GM).
+One compiled specialisation exists per (dtypes, ranks, Const values, options, hardware config);
+shapes are runtime values.
+"""
+from __future__ import annotations
+
+import ctypes
+import inspect
+import sys
+import textwrap
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dsl.errors import KernelError, SourceLoc, register_source
+from dsl.types import BY_CODE, DType, from_numpy, from_torch
+
+
+def _strip(e: KernelError) -> KernelError:
+    """Hide compiler frames: the traceback starts at the user's call."""
+    from compiler.config import CONFIG
+
+    if not CONFIG.debug:
+        e.__traceback__ = None
+        e.__cause__ = None
+        e.__suppress_context__ = True
+    return e
+
+
+@dataclass
+class _Arg:
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: DType
+    nbytes: int
+
+
+def _tensor_info(v: Any, name: str, loc: SourceLoc) -> _Arg | None:
+    if isinstance(v, np.ndarray):
+        dt = from_numpy(v.dtype)
+        if dt is None:
+            raise KernelError("E402", f"argument '{name}' has dtype {v.dtype}, which kernels do not support", loc,
+                              "use float32, float16, bfloat16, int32 or int8")
+        if not v.flags.c_contiguous:
+            raise KernelError("E403", f"argument '{name}' is not contiguous", loc,
+                              "pass np.ascontiguousarray(x); kernels read GM in row-major order")
+        return _Arg(v.__array_interface__["data"][0], v.shape, dt, v.nbytes)
+    mod = type(v).__module__
+    if mod.startswith("torch"):
+        dt = from_torch(v.dtype)
+        if dt is None:
+            raise KernelError("E402", f"argument '{name}' has dtype {v.dtype}, which kernels do not support", loc,
+                              "use float32, float16, bfloat16, int32 or int8")
+        if v.device.type not in ("cpu", "npu"):
+            raise KernelError("E402", f"argument '{name}' is on {v.device}", loc, "kernels take CPU or npu tensors")
+        if not v.is_contiguous():
+            raise KernelError("E403", f"argument '{name}' is not contiguous", loc, "pass x.contiguous()")
+        return _Arg(v.data_ptr(), tuple(v.shape), dt, v.numel() * v.element_size())
+    return None
+
+
+class Kernel:
+    """A parsed kernel. Index it with a core count to launch: `k[8](...)`, `k[8].profile(...)`."""
+
+    def __init__(self, fn: Any, options: dict | None = None):
+        from dsl.parser import parse_function
+
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.options = dict(options or {})
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            raise KernelError("E100", f"cannot read the source of '{fn.__name__}': {e}", None,
+                              "kernels must be defined in a file (or registered with dsl.errors.register_source)")
+        raw = "".join(lines)
+        text = textwrap.dedent(raw)
+        indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+        self.filename = inspect.getsourcefile(fn) or fn.__code__.co_filename
+        self.source = text
+        self.first_line = first
+        try:
+            self.fdef = parse_function(text, self.filename, line_offset=first - 1, col_offset=indent)
+        except KernelError as e:
+            raise _strip(e) from None
+        env = dict(fn.__globals__)
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    env[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        self.env = env
+        from compiler.lower import declare_params
+
+        try:
+            self.decls = declare_params(self.fdef, env)
+        except KernelError as e:
+            raise _strip(e) from None
+        self.names = [d.name for d in self.decls]
+        self._compiled: dict[tuple, tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ launching
+    def __getitem__(self, block_dim: int) -> "Launch":
+        if not isinstance(block_dim, int) or block_dim < 1:
+            raise ValueError(f"block_dim must be a positive int, got {block_dim!r}")
+        return Launch(self, block_dim)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        Launch(self, None)(*args, **kwargs)
+
+    def with_options(self, **options: Any) -> "Kernel":
+        """The same kernel compiled with other options, e.g. `k.with_options(buffers=1)`."""
+        k = object.__new__(Kernel)
+        k.__dict__.update(self.__dict__)
+        k.options = {**self.options, **options}
+        k._compiled = {}
+        k._lock = threading.Lock()
+        return k
+
+    def profile(self, *args: Any, **kwargs: Any) -> "Run":
+        return Launch(self, None).profile(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<dsl.kernel {self.__name__} at {self.filename}:{self.first_line}>"
+
+    # ------------------------------------------------------------------ binding
+    def bind(self, args: tuple, kwargs: dict) -> tuple[list[Any], list[_Arg | None]]:
+        loc = self.fdef.loc
+        if len(args) > len(self.decls):
+            raise KernelError("E401", f"{self.__name__}() takes {len(self.decls)} arguments, {len(args)} given", loc,
+                              f"signature: {self.signature()}")
+        values: list[Any] = list(args) + [_MISSING] * (len(self.decls) - len(args))
+        for name, v in kwargs.items():
+            if name not in self.names:
+                raise KernelError("E401", f"{self.__name__}() has no parameter '{name}'", loc,
+                                  f"signature: {self.signature()}")
+            i = self.names.index(name)
+            if values[i] is not _MISSING:
+                raise KernelError("E401", f"{self.__name__}() got two values for '{name}'", loc)
+            values[i] = v
+        infos: list[_Arg | None] = []
+        for i, d in enumerate(self.decls):
+            if values[i] is _MISSING:
+                if d.has_default:
+                    values[i] = d.default
+                else:
+                    raise KernelError("E401", f"{self.__name__}() missing argument '{d.name}'", loc,
+                                      f"signature: {self.signature()}")
+            v = values[i]
+            if d.kind == "gm":
+                info = _tensor_info(v, d.name, d.loc)
+                if info is None:
+                    raise KernelError("E402", f"argument '{d.name}' must be a tensor (numpy array or torch tensor), "
+                                      f"got {type(v).__name__}", d.loc)
+                if d.dtype is not None and info.dtype != d.dtype:
+                    raise KernelError("E402", f"argument '{d.name}' has dtype {info.dtype} but the kernel declares "
+                                      f"GM[{d.dtype}]", d.loc, f"convert it, e.g. x.astype({d.dtype.np})")
+                if d.rank is not None and len(info.shape) != d.rank:
+                    raise KernelError("E402", f"argument '{d.name}' has rank {len(info.shape)} but the kernel declares"
+                                      f" rank {d.rank}", d.loc)
+                if len(info.shape) == 0:
+                    raise KernelError("E402", f"argument '{d.name}' is a 0-d tensor", d.loc, "reshape it to (1,)")
+                infos.append(info)
+            else:
+                if d.kind == "scalar":
+                    if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+                        v = v.item()
+                    if not isinstance(v, (int, float, bool, np.integer, np.floating)):
+                        raise KernelError("E402", f"argument '{d.name}' must be a number, got {type(v).__name__}",
+                                          d.loc)
+                    if d.scalar_ty == "i64" and isinstance(v, (float, np.floating)):
+                        raise KernelError("E402", f"argument '{d.name}' is declared int but got a float {v!r}", d.loc)
+                    values[i] = v
+                elif d.kind == "const" and not isinstance(v, (int, float, bool, str, type(None), DType)):
+                    raise KernelError("E406", f"Const '{d.name}' must be an int, float, bool or dtype, got "
+                                      f"{type(v).__name__}", d.loc)
+                infos.append(None)
+        return values, infos
+
+    def signature(self) -> str:
+        parts = []
+        for d in self.decls:
+            ann = {"gm": f"GM[{d.dtype or 'any'}]", "const": "Const", "scalar": "float" if d.scalar_ty == "f64" else "int"}
+            parts.append(f"{d.name}: {ann[d.kind]}" + (f" = {d.default!r}" if d.has_default else ""))
+        return f"{self.__name__}({', '.join(parts)})"
+
+    def specialize(self, values: list[Any], infos: list[_Arg | None], cfg: Any) -> tuple[Any, Any]:
+        from compiler.ir import ParamSpec
+        from compiler.pipeline import compile_kernel
+
+        spec = []
+        for d, v, info in zip(self.decls, values, infos):
+            if d.kind == "gm":
+                spec.append(("gm", info.dtype.name, len(info.shape)))  # type: ignore[union-attr]
+            elif d.kind == "const":
+                spec.append(("const", repr(v)))
+            else:
+                spec.append(("scalar", d.scalar_ty))
+        key = (tuple(spec), tuple(sorted(self.options.items())), cfg.name, cfg.fingerprint())
+        hit = self._compiled.get(key)
+        if hit is not None:
+            return hit
+        with self._lock:
+            hit = self._compiled.get(key)
+            if hit is not None:
+                return hit
+            params, slot = [], 0
+            for d, v, info in zip(self.decls, values, infos):
+                if d.kind == "gm":
+                    params.append(ParamSpec(d.name, "gm", info.dtype, len(info.shape), slot))  # type: ignore[union-attr]
+                    slot += 2 + len(info.shape)  # type: ignore[union-attr]
+                elif d.kind == "const":
+                    params.append(ParamSpec(d.name, "const", value=v))
+                else:
+                    params.append(ParamSpec(d.name, "scalar", slot=slot, scalar_ty=d.scalar_ty))
+                    slot += 1
+            try:
+                compiled, plan = compile_kernel(self.fdef, self.source, self.env, params, tuple(spec), self.options, cfg)
+            except KernelError as e:
+                raise _strip(e) from None
+            self._compiled[key] = (compiled, plan)
+            return compiled, plan
+
+
+_MISSING = object()
+
+
+class Launch:
+    """A kernel bound to a core count (None: the config's)."""
+
+    def __init__(self, kernel: Kernel, block_dim: int | None, config: str | None = None):
+        self.kernel, self.block_dim, self.config = kernel, block_dim, config
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self._launch(args, kwargs, trace=False)
+
+    def profile(self, *args: Any, **kwargs: Any) -> "Run":
+        return self._launch(args, kwargs, trace=True)  # type: ignore[return-value]
+
+    def on(self, config: str) -> "Launch":
+        """The same launch on another hardware config (name or path)."""
+        return Launch(self.kernel, self.block_dim, config)
+
+    def _launch(self, args: tuple, kwargs: dict, trace: bool) -> "Run | None":
+        from compiler.config import CONFIG
+        from simulator.config import load_config
+
+        k = self.kernel
+        cfg = load_config(self.config or CONFIG.hw)
+        n = self.block_dim or cfg.cores
+        try:
+            values, infos = k.bind(args, kwargs)
+        except KernelError as e:
+            raise _strip(e) from None
+        compiled, plan = k.specialize(values, infos, cfg)
+        words = (ctypes.c_int64 * max(plan.nwords, 1))()
+        for p, v, info in zip(plan.params, values, infos):
+            if p.kind == "gm":
+                words[p.slot] = info.ptr  # type: ignore[union-attr]
+                words[p.slot + 1] = int(np.prod(info.shape))  # type: ignore[union-attr]
+                for j, s in enumerate(info.shape):  # type: ignore[union-attr]
+                    words[p.slot + 2 + j] = s
+            elif p.kind == "scalar":
+                if p.scalar_ty == "f64":
+                    words[p.slot] = np.float64(v).view(np.int64).item()
+                else:
+                    words[p.slot] = int(v)
+        if CONFIG.interpret:
+            from compiler.interpret import interpret
+
+            return interpret(k, values, infos, plan, cfg, n, trace)
+        printer = _Printer(plan)
+        from simulator import launch as L
+
+        error, events = L.run(compiled.address, words, cfg, n, CONFIG.threads, printer, trace)
+        printer.flush()
+        if error is not None:
+            raise _strip(_launch_error(plan, error))
+        if not trace:
+            return None
+        from simulator.timing import simulate
+
+        locs = [(loc.file, loc.line, loc.col, _line(loc)) for loc in plan.locs]
+        gm = [info.nbytes for info in infos if info is not None]
+        prof = simulate(events, cfg, locs, gm)  # type: ignore[arg-type]
+        return Run(prof, cfg, n, plan)
+
+
+def _line(loc: SourceLoc) -> str:
+    from dsl.errors import source_line
+
+    return (source_line(loc.file, loc.line) or "").strip()
+
+
+def _launch_error(plan: Any, error: Any) -> KernelError:
+    info = plan.checks[error.check]
+    n = info.message.count("%d")
+    try:
+        msg = info.message % tuple(error.values[:n])
+    except (TypeError, ValueError):
+        msg = info.message
+    return KernelError(info.code, f"{msg} (core {error.core})", info.loc, info.hint or None)
+
+
+class _Printer:
+    """Collects dsl.print items from the kernel and prints one line per call, prefixed by core."""
+
+    def __init__(self, plan: Any):
+        self.plan = plan
+        self.parts: dict[int, list[str]] = {}
+        self.lines: list[str] = []
+
+    def __call__(self, core: int, vals: list[int]) -> None:
+        from simulator import abi
+
+        loc, item, kind, a, b, c, d, e = vals
+        parts = self.parts.setdefault(core, [])
+        if kind == abi.PRINT_END:
+            sys.stdout.write(f"[core {core}] " + " ".join(parts) + "\n")
+            self.parts[core] = []
+        elif kind == abi.PRINT_INT:
+            parts.append(str(a))
+        elif kind == abi.PRINT_FLOAT:
+            parts.append(repr(float(np.int64(a).view(np.float64))))
+        elif kind == abi.PRINT_STR:
+            parts.append(str(self._str(loc, item)))
+        elif kind == abi.PRINT_TILE:
+            dt = BY_CODE[b]
+            rows, cols, stride = c, d, e
+            buf = (ctypes.c_char * max(rows * stride * dt.itemsize, 1)).from_address(a)
+            arr = np.frombuffer(buf, dtype=dt.np, count=rows * stride).reshape(rows, stride)[:, :cols]
+            parts.append(np.array2string(arr.copy(), precision=4, threshold=64))
+
+    def _str(self, loc: int, item: int) -> str:
+        return self.plan.strings.get((loc, item), "?")
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+class Run:
+    """A profiled launch: cycles and per-pipe figures from the timing model, and the trace."""
+
+    def __init__(self, profile: Any, cfg: Any, n: int, plan: Any):
+        self.profile, self.cfg, self.block_dim, self.plan = profile, cfg, n, plan
+
+    @property
+    def cycles(self) -> int:
+        return self.profile.cycles
+
+    @property
+    def pipes(self) -> dict[str, float]:
+        """Busy fraction of each pipe over the kernel's cycles (averaged over cores)."""
+        return dict(self.profile.utilization)
+
+    @property
+    def bound(self) -> int:
+        return self.profile.bound
+
+    @property
+    def efficiency(self) -> float:
+        return self.profile.efficiency
+
+    @property
+    def seconds(self) -> float:
+        return self.profile.seconds
+
+    def report(self) -> str:
+        return self.profile.report()
+
+    def save_trace(self, path: str) -> None:
+        self.profile.save_trace(path)
+
+    def __repr__(self) -> str:
+        return (f"<Run {self.plan.name}[{self.block_dim}]: {self.cycles} cycles, bound {self.bound}, "
+                f"efficiency {self.efficiency:.1%}>")
+
+
+def kernel(fn: Any = None, **options: Any) -> Any:
+    """Decorator: `@dsl.kernel` or `@dsl.kernel(buffers=1)`."""
+    if fn is None:
+        return lambda f: Kernel(f, options)
+    return Kernel(fn, options)

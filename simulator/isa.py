@@ -1,0 +1,177 @@
+"""The instruction set of the simulated core, as the timing model sees it.
+
+Compiled kernels record, when profiling, one `EVENT_DTYPE` record per issued instruction in
+program order (per core). The meaning of the payload fields a..e depends on the instruction's
+`Kind`:
+
+=========  =====================================================================
+kind       payload
+=========  =====================================================================
+FLAG       SET_FLAG: pipe = producer pipe, a = consumer pipe, b = event id.
+           WAIT_FLAG: pipe = waiting (consumer) pipe, a = producer pipe, b = event id.
+BARRIER    pipe = Pipe.ALL; every pipe waits until every earlier instruction is done.
+DMA        a = bytes per burst (row), b = bursts (rows), c = GM argument index or -1,
+           d = byte offset in that GM tensor of the first burst, e = GM stride between bursts.
+VECTOR     a = elements, b = bytes per element of the widest operand, c = rows.
+CUBE       a = m, b = n, c = k, d = CubeType.
+SCALAR     a = count of scalar operations (loop bookkeeping, prints).
+=========  =====================================================================
+
+`loc` is an index into the kernel's table of source locations so traces can name the DSL line.
+"""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+
+class Pipe(enum.IntEnum):
+    S = 0
+    V = 1
+    M = 2
+    MTE1 = 3
+    MTE2 = 4
+    MTE3 = 5
+    FIX = 6
+    ALL = 7
+
+
+PIPES = (Pipe.S, Pipe.V, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
+EVENT_IDS_PER_PAIR = 8
+
+
+class Mem(enum.IntEnum):
+    GM = 0
+    L1 = 1
+    L0A = 2
+    L0B = 3
+    L0C = 4
+    UB = 5
+
+
+class Kind(enum.IntEnum):
+    FLAG = 0
+    BARRIER = 1
+    DMA = 2
+    VECTOR = 3
+    CUBE = 4
+    SCALAR = 5
+
+
+class CubeType(enum.IntEnum):
+    F16 = 0  # f16 / bf16 in, f32 accumulate: 16x16x16 per cycle
+    I8 = 1  # i8 in, i32 accumulate: 16x32x16 per cycle
+    F32 = 2  # f32 in, f32 accumulate: 16x8x16 per cycle
+
+
+class Instr(enum.IntEnum):
+    SET_FLAG = 0
+    WAIT_FLAG = 1
+    BARRIER = 2
+    # DMA, named by route
+    COPY_GM_UB = 10
+    COPY_UB_GM = 11
+    COPY_GM_L1 = 12
+    COPY_UB_L1 = 13
+    COPY_L1_UB = 14
+    COPY_L1_L0A = 15
+    COPY_L1_L0B = 16
+    COPY_L0C_GM = 17
+    COPY_L0C_UB = 18
+    COPY_L0C_L1 = 19
+    COPY_UB_UB = 20
+    # vector
+    VADD = 40
+    VSUB = 41
+    VMUL = 42
+    VDIV = 43
+    VMAX = 44
+    VMIN = 45
+    VEXP = 46
+    VLOG = 47
+    VSQRT = 48
+    VRSQRT = 49
+    VABS = 50
+    VNEG = 51
+    VRELU = 52
+    VSIGMOID = 53
+    VTANH = 54
+    VCMP = 55
+    VSEL = 56
+    VCAST = 57
+    VREDUCE_SUM = 58
+    VREDUCE_MAX = 59
+    VREDUCE_MIN = 60
+    VDUP = 61
+    VCOPY = 62
+    VAND = 63
+    VOR = 64
+    VNOT = 65
+    VPOW = 66
+    VGELU = 67
+    VRECIP = 68
+    VMOD = 69
+    VFLOORDIV = 70
+    VXOR = 71
+    VSHL = 72
+    VSHR = 73
+    # cube
+    MMAD = 90
+    # scalar
+    SCALAR = 100
+    PRINT = 101
+
+
+#: instr -> (kind, pipe). Pipe.ALL for the barrier; flags carry their pipe in the event.
+INFO: dict[Instr, tuple[Kind, Pipe]] = {
+    Instr.SET_FLAG: (Kind.FLAG, Pipe.S),
+    Instr.WAIT_FLAG: (Kind.FLAG, Pipe.S),
+    Instr.BARRIER: (Kind.BARRIER, Pipe.ALL),
+    Instr.COPY_GM_UB: (Kind.DMA, Pipe.MTE2),
+    Instr.COPY_UB_GM: (Kind.DMA, Pipe.MTE3),
+    Instr.COPY_GM_L1: (Kind.DMA, Pipe.MTE2),
+    Instr.COPY_UB_L1: (Kind.DMA, Pipe.MTE3),
+    Instr.COPY_L1_UB: (Kind.DMA, Pipe.MTE2),
+    Instr.COPY_L1_L0A: (Kind.DMA, Pipe.MTE1),
+    Instr.COPY_L1_L0B: (Kind.DMA, Pipe.MTE1),
+    Instr.COPY_L0C_GM: (Kind.DMA, Pipe.FIX),
+    Instr.COPY_L0C_UB: (Kind.DMA, Pipe.FIX),
+    Instr.COPY_L0C_L1: (Kind.DMA, Pipe.FIX),
+    Instr.COPY_UB_UB: (Kind.DMA, Pipe.V),
+    Instr.MMAD: (Kind.CUBE, Pipe.M),
+    Instr.SCALAR: (Kind.SCALAR, Pipe.S),
+    Instr.PRINT: (Kind.SCALAR, Pipe.S),
+}
+for _i in Instr:
+    if 40 <= _i < 90:
+        INFO[_i] = (Kind.VECTOR, Pipe.V)
+
+#: DMA instr -> (source memory, destination memory)
+ROUTE: dict[Instr, tuple[Mem, Mem]] = {
+    Instr.COPY_GM_UB: (Mem.GM, Mem.UB),
+    Instr.COPY_UB_GM: (Mem.UB, Mem.GM),
+    Instr.COPY_GM_L1: (Mem.GM, Mem.L1),
+    Instr.COPY_UB_L1: (Mem.UB, Mem.L1),
+    Instr.COPY_L1_UB: (Mem.L1, Mem.UB),
+    Instr.COPY_L1_L0A: (Mem.L1, Mem.L0A),
+    Instr.COPY_L1_L0B: (Mem.L1, Mem.L0B),
+    Instr.COPY_L0C_GM: (Mem.L0C, Mem.GM),
+    Instr.COPY_L0C_UB: (Mem.L0C, Mem.UB),
+    Instr.COPY_L0C_L1: (Mem.L0C, Mem.L1),
+    Instr.COPY_UB_UB: (Mem.UB, Mem.UB),
+}
+
+#: Vector cycles per 256-byte repeat, relative to a simple add (composite ops cost more).
+VECTOR_REPEAT_COST: dict[Instr, int] = {i: 1 for i in Instr if INFO[i][0] == Kind.VECTOR}
+VECTOR_REPEAT_COST.update({
+    Instr.VDIV: 2, Instr.VEXP: 2, Instr.VLOG: 2, Instr.VSQRT: 2, Instr.VRSQRT: 2,
+    Instr.VRECIP: 2, Instr.VPOW: 4, Instr.VSIGMOID: 4, Instr.VTANH: 4, Instr.VGELU: 6,
+    Instr.VREDUCE_SUM: 2, Instr.VREDUCE_MAX: 2, Instr.VREDUCE_MIN: 2, Instr.VMOD: 2,
+    Instr.VFLOORDIV: 2,
+})
+
+#: One profiling record. The compiled kernel writes these as 8 x int64, in this field order.
+EVENT_FIELDS = ("instr", "pipe", "loc", "a", "b", "c", "d", "e")
+EVENT_DTYPE = np.dtype([(f, np.int64) for f in EVENT_FIELDS])
+EVENT_WORDS = len(EVENT_FIELDS)

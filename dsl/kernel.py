@@ -195,19 +195,31 @@ class Kernel:
             parts.append(f"{d.name}: {ann[d.kind]}" + (f" = {d.default!r}" if d.has_default else ""))
         return f"{self.__name__}({', '.join(parts)})"
 
-    def specialize(self, values: list[Any], infos: list[_Arg | None], cfg: Any) -> tuple[Any, Any]:
+    def params_for(self, values: list[Any], infos: list[_Arg | None]) -> tuple[list[Any], tuple]:
+        """The compiler's parameter specs and the specialisation key for bound arguments."""
         from compiler.ir import ParamSpec
-        from compiler.pipeline import compile_kernel
 
-        spec = []
+        spec, params, slot = [], [], 0
         for d, v, info in zip(self.decls, values, infos):
             if d.kind == "gm":
-                spec.append(("gm", info.dtype.name, len(info.shape)))  # type: ignore[union-attr]
+                assert info is not None
+                spec.append(("gm", info.dtype.name, len(info.shape)))
+                params.append(ParamSpec(d.name, "gm", info.dtype, len(info.shape), slot))
+                slot += 2 + len(info.shape)
             elif d.kind == "const":
                 spec.append(("const", repr(v)))
+                params.append(ParamSpec(d.name, "const", value=v))
             else:
                 spec.append(("scalar", d.scalar_ty))
-        key = (tuple(spec), tuple(sorted(self.options.items())), cfg.name, cfg.fingerprint())
+                params.append(ParamSpec(d.name, "scalar", slot=slot, scalar_ty=d.scalar_ty))
+                slot += 1
+        return params, tuple(spec)
+
+    def specialize(self, values: list[Any], infos: list[_Arg | None], cfg: Any) -> tuple[Any, Any]:
+        from compiler.pipeline import compile_kernel
+
+        params, spec = self.params_for(values, infos)
+        key = (spec, tuple(sorted(self.options.items())), cfg.name, cfg.fingerprint())
         hit = self._compiled.get(key)
         if hit is not None:
             return hit
@@ -215,22 +227,25 @@ class Kernel:
             hit = self._compiled.get(key)
             if hit is not None:
                 return hit
-            params, slot = [], 0
-            for d, v, info in zip(self.decls, values, infos):
-                if d.kind == "gm":
-                    params.append(ParamSpec(d.name, "gm", info.dtype, len(info.shape), slot))  # type: ignore[union-attr]
-                    slot += 2 + len(info.shape)  # type: ignore[union-attr]
-                elif d.kind == "const":
-                    params.append(ParamSpec(d.name, "const", value=v))
-                else:
-                    params.append(ParamSpec(d.name, "scalar", slot=slot, scalar_ty=d.scalar_ty))
-                    slot += 1
             try:
-                compiled, plan = compile_kernel(self.fdef, self.source, self.env, params, tuple(spec), self.options, cfg)
+                compiled, plan = compile_kernel(self.fdef, self.source, self.env, params, spec, self.options, cfg)
             except KernelError as e:
                 raise _strip(e) from None
             self._compiled[key] = (compiled, plan)
             return compiled, plan
+
+    def emit(self, stage: str, *args: Any, config: str | None = None, **kwargs: Any) -> str:
+        """Text of one compiler stage (ast, tile, core, llvm, asm) for these example arguments."""
+        from compiler.config import CONFIG
+        from compiler.pipeline import emit
+        from simulator.config import load_config
+
+        try:
+            values, infos = self.bind(args, kwargs)
+            params, _ = self.params_for(values, infos)
+            return emit(stage, self.fdef, self.env, params, self.options, load_config(config or CONFIG.hw))
+        except KernelError as e:
+            raise _strip(e) from None
 
 
 _MISSING = object()

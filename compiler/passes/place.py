@@ -14,6 +14,9 @@ import dataclasses
 
 from compiler import sexpr as S
 from compiler.ir import Buf, Check, For, If, Kernel, Load, Move, Placement, Print, Stmt, Store, VOp, accesses
+from simulator.isa import Instr
+
+REDUCE_OPS = (Instr.VREDUCE_SUM, Instr.VREDUCE_MAX, Instr.VREDUCE_MIN)
 from compiler.sexpr import SExpr
 from dsl.errors import KernelError, fmt_bytes
 from dsl.types import Mem
@@ -44,7 +47,7 @@ def _scan(body: tuple[Stmt, ...], loops: list[For], pos: list[int], info: dict[i
             d = info.get(b.id)
             if d is None:
                 d = info[b.id] = {"buf": b, "first": pos[0], "last": pos[0], "dma": False, "loops": list(loops),
-                                  "touch_loops": set()}
+                                  "touch_loops": set(), "def_stmt": s}
             d["last"] = max(d["last"], pos[0])
             d["touch_loops"] |= {id(x) for x in loops}
             common = []  # the loops enclosing every access
@@ -62,6 +65,16 @@ def _row_stride(b: Buf) -> SExpr:
     return S.align_up(b.cap[1], per)
 
 
+def _inplace_ok(o: dict, d: dict) -> bool:
+    """May d's buffer take o's space at the very instruction where o dies? Only for an elementwise
+    op that reads o at the same index it writes d (same dtype size and capacity, no broadcast)."""
+    s = d["def_stmt"]
+    ob, db = o["buf"], d["buf"]
+    if not isinstance(s, VOp) or s.dst is not db or s.instr in REDUCE_OPS or o["last"] != d["first"]:
+        return False
+    return any(x is ob for x in s.srcs) and ob.cap == db.cap and ob.dtype.itemsize == db.dtype.itemsize
+
+
 def place_buffers(k: Kernel, cfg) -> Kernel:  # type: ignore[no-untyped-def]
     info: dict[int, dict] = {}
     _scan(k.body, [], [0], info)
@@ -70,84 +83,113 @@ def place_buffers(k: Kernel, cfg) -> Kernel:  # type: ignore[no-untyped-def]
     checks: list[Stmt] = []
     by_mem: dict[Mem, list[dict]] = {}
     for d in info.values():
-        by_mem.setdefault(d["buf"].mem, []).append(d)
+        b: Buf = d["buf"]
+        slots = _slots(b, d, nbuf_default)
+        loop = d["loops"][-1] if (slots > 1 and d["loops"]) else None
+        slots = slots if loop is not None else 1
+        stride = _row_stride(b)
+        d.update(slots=slots, stride=stride,
+                 slot_bytes=S.align_up(S.mul(S.mul(b.cap[0], stride), b.dtype.itemsize), ALIGN),
+                 slot_of=S.binary("%", S.var(loop.it), slots) if loop is not None else None,
+                 reusable=not d["dma"] and not b.explicit and slots == 1)
+        by_mem.setdefault(b.mem, []).append(d)
     for mem, items in by_mem.items():
         cap_bytes = cfg.capacity(HW_MEM[mem])
         items.sort(key=lambda d: d["first"])
-        occupied: list[tuple[int, int, int, Buf]] = []  # (start, end, last_use or big, buf)
-        runtime_end: SExpr | None = None
-        static_end = 0
-        # explicit offsets first
-        for d in items:
-            b: Buf = d["buf"]
-            slots = _slots(b, d, nbuf_default)
-            stride = _row_stride(b)
-            slot_bytes = S.align_up(S.mul(S.mul(b.cap[0], stride), b.dtype.itemsize), ALIGN)
-            loop = d["loops"][-1] if (slots > 1 and d["loops"]) else None
-            if loop is None:
-                slots = 1
-            d.update(slots=slots, stride=stride, slot_bytes=slot_bytes,
-                     slot_of=S.binary("%", S.var(loop.it), slots) if loop is not None else None)
-        for d in items:
+        static: list[dict] = []  # placed, constant size: d with "off", "end"
+        dynamic: list[dict] = []  # placed, runtime size: d with "slot" index into regions
+        regions: list[list[dict]] = []  # runtime regions, each shared by buffers of one size expression
+        for d in sorted(items, key=lambda d: d["buf"].offset is None):  # explicit offsets first
             b = d["buf"]
-            if b.offset is None:
-                continue
             size = d["slot_bytes"]
-            if not size.is_const:
-                raise KernelError("E302", f"buffer '{b.name}' has an explicit offset but a runtime size", b.loc,
-                                  "give explicit buffers constant shapes")
-            total = size.value * d["slots"]
-            for (s0, e0, _, other) in occupied:
-                if b.offset < e0 and s0 < b.offset + total:
-                    raise KernelError("E302", f"buffer '{b.name}' at {mem.value}[{b.offset}:{b.offset + total}] overlaps "
-                                      f"'{other.name}' at [{s0}:{e0}]", b.loc, "choose another offset")
-            if b.offset + total > cap_bytes:
-                raise _overflow(b, d, total, cap_bytes - b.offset, mem)
-            occupied.append((b.offset, b.offset + total, 1 << 60, b))
-            placement[b.id] = Placement(mem, S.const(b.offset), size, d["slots"], d["stride"], d["slot_of"])
-        for d in items:
-            b = d["buf"]
-            if b.id in placement:
+            if b.offset is not None:
+                if not size.is_const:
+                    raise KernelError("E302", f"buffer '{b.name}' has an explicit offset but a runtime size", b.loc,
+                                      "give explicit buffers constant shapes")
+                total = size.value * d["slots"]
+                for o in static:
+                    if b.offset < o["end"] and o["off"] < b.offset + total:
+                        raise KernelError("E302", f"buffer '{b.name}' at {mem.value}[{b.offset}:{b.offset + total}] "
+                                          f"overlaps '{o['buf'].name}' at [{o['off']}:{o['end']}]", b.loc,
+                                          "choose another offset, or leave the offset out")
+                if b.offset + total > cap_bytes:
+                    raise _overflow(b, d, total, cap_bytes - b.offset, mem, k)
+                d.update(off=b.offset, end=b.offset + total)
+                static.append(d)
                 continue
-            size = d["slot_bytes"]
-            reusable = not d["dma"] and not b.explicit and d["slots"] == 1
+
+            def dead(o: dict) -> bool:
+                return d["reusable"] and o["reusable"] and (o["last"] < d["first"] or _inplace_ok(o, d))
+
             if size.is_const:
                 total = size.value * d["slots"]
-                live = [o for o in occupied if not (o[2] < d["first"] and reusable and _reusable(o, info))]
+                live = [(o["off"], o["end"]) for o in static if not dead(o)]
                 off = _first_fit(live, total)
                 if off + total > cap_bytes:
-                    used = sum(e - s for s, e, _, _ in live)
-                    raise _overflow(b, d, total, max(cap_bytes - used, 0), mem)
-                occupied.append((off, off + total, d["last"] if reusable else 1 << 60, b))
-                static_end = max(static_end, off + total)
-                placement[b.id] = Placement(mem, S.const(off), size, d["slots"], d["stride"], d["slot_of"])
+                    used = sum(e - s0 for s0, e in live)
+                    raise _overflow(b, d, total, max(cap_bytes - used, 0), mem, k)
+                d.update(off=off, end=off + total)
+                static.append(d)
             else:
-                start = runtime_end if runtime_end is not None else None
-                placement[b.id] = Placement(mem, start if start is not None else S.const(-1), size, d["slots"],
-                                            d["stride"], d["slot_of"])
-                runtime_end = S.add(start if start is not None else S.const(0), S.mul(size, d["slots"]))
-                d["runtime"] = True
-        # runtime-sized buffers go after every static one
-        if runtime_end is not None:
-            base = S.const(-(-static_end // ALIGN) * ALIGN)
-            for d in items:
-                if d.get("runtime"):
-                    p = placement[d["buf"].id]
-                    p.offset = S.add(base, S.const(0) if (p.offset.is_const and p.offset.value == -1) else p.offset)
-                    end = S.add(p.offset, S.mul(p.slot_bytes, p.slots))
-                    b = d["buf"]
-                    checks.append(Check(S.binary("<=", end, cap_bytes), "E301",
-                                        f"tile '{b.name}' of [{b.shape_str.replace('%', '%%')}] {b.dtype} needs %d bytes"
-                                        f"{' x%d buffers' % p.slots if p.slots > 1 else ''} but {mem.value} has %d bytes "
-                                        f"free at that point (capacity {cap_bytes})",
-                                        (S.mul(p.slot_bytes, p.slots), S.sub(cap_bytes, p.offset)),
-                                        "use smaller tiles (a smaller Const), or buffers=1", b.loc))
+                for i, region in enumerate(regions):
+                    head = region[0]
+                    if head["slot_bytes"] == size and head["slots"] == d["slots"] and all(dead(o) for o in region):
+                        region.append(d)
+                        d["region"] = i
+                        break
+                else:
+                    d["region"] = len(regions)
+                    regions.append([d])
+                dynamic.append(d)
+        static_end = max((o["end"] for o in static), default=0)
+        for d in static:
+            b = d["buf"]
+            placement[b.id] = Placement(mem, S.const(d["off"]), d["slot_bytes"], d["slots"], d["stride"], d["slot_of"])
+        # runtime-sized regions go after every static buffer, each checked against the capacity
+        end: SExpr = S.const(-(-static_end // ALIGN) * ALIGN)
+        for region in regions:
+            head = region[0]
+            off = end
+            end = S.add(off, S.mul(head["slot_bytes"], head["slots"]))
+            for d in region:
+                placement[d["buf"].id] = Placement(mem, off, d["slot_bytes"], d["slots"], d["stride"], d["slot_of"])
+            b = head["buf"]
+            shape = pretty_shape(b, k)
+            slots = head["slots"]
+            checks.append(Check(S.binary("<=", end, cap_bytes), "E301",
+                                f"tile of {shape} {b.dtype}{_what(b)} needs %d bytes"
+                                f"{f' ({slots} buffers)' if slots > 1 else ''} but {mem.value} has %d bytes free",
+                                (S.mul(head["slot_bytes"], slots), S.sub(cap_bytes, off)),
+                                "lower the tile size (a smaller Const)" + (" or use buffers=1" if slots > 1 else ""),
+                                b.loc))
     body = tuple(checks) + k.body
     return dataclasses.replace(k, body=body, placement=placement)
 
 
-def _reusable(o: tuple, info: dict) -> bool:
-    return o[2] < (1 << 60)
+def pretty_shape(b: Buf, k: Kernel) -> str:
+    """'8xn' style, naming shape words after the tensor they come from (x.shape[1])."""
+    names = {}
+    for p in k.params:
+        if p.kind == "gm":
+            for i in range(p.rank):
+                names[p.slot + 2 + i] = f"{p.name}.shape[{i}]"
+
+    def one(e: SExpr) -> str:
+        if e.op == "arg" and e.args[0] in names:
+            return names[e.args[0]]
+        if e.op == "const":
+            return str(e.value)
+        return S.fmt(e)
+
+    dims = b.cap if b.rank == 2 else b.cap[1:]
+    if all(x.is_const for x in dims):
+        return "x".join(one(x) for x in dims)
+    return "[" + ", ".join(one(x) for x in dims) + "]"
+
+
+def _what(b: Buf) -> str:
+    name = b.name.split(".")[0]
+    return "" if name.startswith("t") and name[1:].isdigit() else f" for '{name}'"
 
 
 def _slots(b: Buf, d: dict, default: int) -> int:
@@ -156,21 +198,21 @@ def _slots(b: Buf, d: dict, default: int) -> int:
     return default if d["dma"] else 1
 
 
-def _first_fit(occupied: list[tuple[int, int, int, Buf]], size: int) -> int:
+def _first_fit(occupied: list[tuple[int, int]], size: int) -> int:
     off = 0
-    for s, e, _, _ in sorted(occupied):
+    for s, e in sorted(occupied):
         if off + size <= s:
             return off
         off = max(off, -(-e // ALIGN) * ALIGN)
     return off
 
 
-def _overflow(b: Buf, d: dict, total: int, free: int, mem: Mem) -> KernelError:
+def _overflow(b: Buf, d: dict, total: int, free: int, mem: Mem, k: Kernel) -> KernelError:
     slots = d["slots"]
-    shape = b.shape_str
+    shape = pretty_shape(b, k)
     per = f" ({slots} buffers of {fmt_bytes(total // slots)})" if slots > 1 else ""
     hint = "lower the tile size (a smaller Const)"
     if slots > 1:
         hint += " or use buffers=1"
-    return KernelError("E301", f"tile of {shape} {b.dtype} for '{b.name.split('.')[0]}' needs {fmt_bytes(total)} "
+    return KernelError("E301", f"tile of {shape} {b.dtype}{_what(b)} needs {fmt_bytes(total)} "
                        f"({total} bytes){per} but {mem.value} has {fmt_bytes(free)} ({free} bytes) free", b.loc, hint)

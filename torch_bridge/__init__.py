@@ -1,0 +1,1 @@
+"""torch.library ops in namespace npu, autograd, the npu device (later issues)."""

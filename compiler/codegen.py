@@ -559,7 +559,8 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc) -> None:  #
     fits = g.op(f"and i1 {g.op(f'icmp sle i64 {rows}, {cap_r}')}, {g.op(f'icmp sle i64 {cols}, {cap_c}')}")
     g.guard(fits, "E301", f"a window of %d x %d elements does not fit buffer '{buf.name}' of %d x %d",
             [rows, cols, cap_r, cap_c], "the buffer is smaller than the window copied into it", loc)
-    g.event(instr, INFO[instr][1], loc, g.op(f"mul i64 {cols}, {es}"), rows, str(ref.arg),
+    gm_index = [p.slot for p in g.k.params if p.kind == "gm"].index(ref.arg)
+    g.event(instr, INFO[instr][1], loc, g.op(f"mul i64 {cols}, {es}"), rows, str(gm_index),
             g.op(f"mul i64 {off}, {es}"), g.op(f"mul i64 {stride}, {es}"))
     bptr, bstride = g.buf_ptr(buf)
     gm = g.gm_ptr(ref.arg)

@@ -63,8 +63,8 @@ def eval_static(node: A.Expr, env: dict, loc_code: str = "E208") -> object:
     if isinstance(node, A.Name):
         if node.id in env:
             return env[node.id]
-        if node.id in ("int", "float", "bool"):
-            return {"int": int, "float": float, "bool": bool}[node.id]
+        if node.id in ("int", "float", "bool", "str"):
+            return {"int": int, "float": float, "bool": bool, "str": str}[node.id]
         raise err("E201", f"unknown name '{node.id}'", node.loc, "import it at module level (e.g. from dsl import f32)")
     if isinstance(node, A.Attribute):
         base = eval_static(node.value, env, loc_code)
@@ -516,11 +516,7 @@ class Lowerer:
                                                                                      S.binary("<=", hi, shape))),
                                     "E404", f"slice [%d:%d] is outside dimension {d} of '{g.p.name}' (size %d)",
                                     (lo, hi, shape), "", ix.loc))
-                if S.free_vars(ln) and any(v.endswith(("idx", "it")) or True for v in S.free_vars(ln)):
-                    cap = ln
-                else:
-                    cap = ln
-                dims.append((lo, ln, cap, False))
+                dims.append((lo, ln, S.upper_bound(ln), False))
                 continue
             v = self.expr(ix)
             if isinstance(v, TR):
@@ -564,8 +560,8 @@ class Lowerer:
         return b
 
     def require_static_or_shape(self, c: SExpr, loc: SourceLoc) -> None:
-        loopy = [v for v in S.free_vars(c) if v.split(".")[0] not in ()]
-        if loopy:
+        """Capacities are fixed per launch: constants or tensor shapes, never loop variables."""
+        if S.free_vars(c):
             raise err("E207", "the size of this tile depends on a loop variable", loc,
                       "tile sizes must be compile-time constants or tensor shapes; use dsl.tiles(n, TILE)")
 
@@ -720,6 +716,12 @@ class Lowerer:
 
     def compare(self, e: A.Compare) -> object:
         a, b = self.expr(e.left), self.expr(e.right)
+        if isinstance(a, Obj) or isinstance(b, Obj):  # compile-time objects: strings, dtypes, None
+            va = a.value if isinstance(a, Obj) else (a.e.value if isinstance(a, SV) and a.e.is_const else a)
+            vb = b.value if isinstance(b, Obj) else (b.e.value if isinstance(b, SV) and b.e.is_const else b)
+            if e.op in ("==", "!="):
+                return SV(S.const((va == vb) == (e.op == "==")), True)
+            raise err("E209", f"'{e.op}' cannot compare these values", e.loc)
         ta, tb = self.as_tile(a, e.loc), self.as_tile(b, e.loc)
         if ta is None and tb is None:
             return SV(S.binary(e.op, self.scalar(a, e.loc), self.scalar(b, e.loc)), True)

@@ -89,6 +89,10 @@ def binary(op: str, a: Scalar, b: Scalar) -> SExpr:
         if r is not None:
             return SExpr("const", (float(r) if ty == F64 else int(r),), ty)
     # algebraic identities that keep static sizes static
+    if op == "-" and a.op == "+" and a.args[0] == b:  # (x + c) - x
+        return a.args[1]
+    if op == "-" and a.op == "+" and a.args[1] == b:
+        return a.args[0]
     if op == "+" and b.is_const and b.value == 0:
         return a
     if op == "+" and a.is_const and a.value == 0:
@@ -168,6 +172,24 @@ def sub(a: Scalar, b: Scalar) -> SExpr:
 
 def mul(a: Scalar, b: Scalar) -> SExpr:
     return binary("*", a, b)
+
+
+def upper_bound(e: SExpr) -> SExpr:
+    """A static upper bound of e if one is evident (min(c, x) <= c; min(lo + c, n) - lo <= c), else e."""
+    if e.is_const:
+        return e
+    if e.op == "min":
+        for x in e.args:
+            if x.is_const:
+                return x
+        return e
+    if e.op == "-" and e.args[0].op == "min":
+        lo = e.args[1]
+        for x in e.args[0].args:
+            d = binary("-", x, lo)
+            if d.is_const:
+                return d
+    return e
 
 
 def free_vars(e: SExpr) -> set[str]:

@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(BIN)/vinci demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+	$(BIN)/python -m pytest tests -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -312,16 +312,13 @@ def store_elem(g: Gen, d: DType, ptr: str, v: str) -> None:
 
 
 def scalar_as(g: Gen, e: SExpr, d: DType) -> str:
-    """A scalar operand converted once to the compute type of dtype d."""
+    """A scalar operand converted once to the compute type of dtype d (as torch's CPU kernels do:
+    a Python float meets an f16/bf16 tensor as an f32 value, not rounded to the storage type)."""
     x = g.sval(e)
     if d.is_float:
         if e.ty == I64:
             x = g.op(f"sitofp i64 {x} to double")
-        if d.llvm == "float":
-            return g.op(f"fptrunc double {x} to float")
-        # round to the storage type first, as torch does for a python scalar with a half tensor
-        h = g.op(f"fptrunc double {x} to {d.llvm}")
-        return g.op(f"fpext {d.llvm} {h} to float")
+        return g.op(f"fptrunc double {x} to float")
     if e.ty == F64:
         x = g.op(f"fptosi double {x} to i64")
     return g.op(f"trunc i64 {x} to {d.llvm}") if d.llvm != "i64" else x

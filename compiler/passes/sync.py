@@ -9,8 +9,10 @@ rest share event ids per pipe pair (their sets and waits come in the same order,
 FIFOs match). Loop-carried flags are primed before the loop, one set per slot, and drained after.
 Double-buffered buffers use one event id per slot (ping-pong), as hand-written Ascend C does.
 
-A nested loop, an `if` with pipe work, or a print is fenced by pipe_barrier(ALL) on both sides.
-GM tensors count as buffers within an iteration (a load after a store of the same tensor waits).
+A nested loop or an `if` is one compound item of its parent region, accessing whatever its body
+accesses: a dependency into it waits before it, one out of it is set after it, on the pipes
+inside that take part. Its own body is a region of its own. GM tensors count as buffers within
+an iteration (a load after a store of the same tensor waits).
 """
 from __future__ import annotations
 
@@ -18,8 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from compiler import sexpr as S
-from compiler.ir import (Barrier, Buf, Flag, For, If, Kernel, Load, Mmad, Move, Print, Stmt, Store, VOp, accesses,
-                         pipe_of)
+from compiler.ir import Flag, For, If, Kernel, Load, Mmad, Move, Print, Stmt, Store, VOp, accesses, pipe_of
 from dsl.errors import KernelError
 from simulator.isa import EVENT_IDS_PER_PAIR, Pipe
 
@@ -47,48 +48,56 @@ def _has_pipe_work(body: tuple[Stmt, ...]) -> bool:
     return False
 
 
-def _keys(s: Stmt, k: Kernel) -> list[tuple[object, bool, int]]:
-    """(hazard key, is_write, slots) of an op: buffers by identity, GM tensors by argument."""
-    out: list[tuple[object, bool, int]] = []
+def _keys(s: Stmt, k: Kernel) -> list[tuple[object, bool, int, Pipe]]:
+    """(hazard key, is_write, slots, pipe) of every access of a statement. A nested loop or an `if`
+    is one compound item: every access inside it, each on its own pipe."""
+    if isinstance(s, For):
+        return _dedup_keys([a for x in s.body for a in _keys(x, k)])
+    if isinstance(s, If):
+        return _dedup_keys([a for x in s.then + s.orelse for a in _keys(x, k)])
+    if not isinstance(s, PIPE_OPS) and not isinstance(s, Print):
+        return []
+    pipe = pipe_of(s)
+    out: list[tuple[object, bool, int, Pipe]] = []
     for b, w in accesses(s):
         p = k.placement.get(b.id)
-        out.append((("buf", b.id), w, p.slots if p else 1))
+        out.append((("buf", b.id), w, p.slots if p else 1, pipe))
     if isinstance(s, Load):
-        out.append((("gm", s.src.arg), False, 0))
+        out.append((("gm", s.src.arg), False, 0, pipe))
     if isinstance(s, Store):
-        out.append((("gm", s.dst.arg), True, 0))
+        out.append((("gm", s.dst.arg), True, 0, pipe))
     return out
 
 
-def _edges(ops: list[tuple[int, Pipe, list]], fences: set[int], n: int, cyclic: bool) -> list[Edge]:
-    """ops: (position, pipe, keys) in program order; fences: positions of barrier items."""
+def _dedup_keys(keys: list) -> list:
+    return list(dict.fromkeys(keys))
+
+
+def _edges(items: list[tuple[int, list]], n: int, cyclic: bool) -> list[Edge]:
+    """items: (position, accesses) in program order; accesses (key, is_write, slots, pipe)."""
     edges: list[Edge] = []
-    by_pos = {pos: (pipe, keys) for pos, pipe, keys in ops}
-    for pos, pipe, keys in ops:
-        for key, write, slots in keys:
+    by_pos = dict(items)
+    for pos, keys in items:
+        for key, write, slots, pipe in keys:
             seq = [(p, False) for p in range(pos - 1, -1, -1)]
-            if cyclic and not any(f < pos for f in fences):
+            if cyclic:
                 seq += [(p, True) for p in range(n - 1, pos - 1, -1)]
             for p, carried in seq:
-                if p in fences:
-                    break
                 if carried and key[0] == "gm":
+                    break  # iterations of a tile loop touch different parts of a tensor
+                hits = [(w, q) for k2, w, _, q in by_pos.get(p, ()) if k2 == key]
+                if not hits:
+                    continue
+                stop = False
+                for pwrite, ppipe in hits:
+                    if not (pwrite or write):
+                        continue  # read after read
+                    if ppipe != pipe:
+                        edges.append(Edge(p, pos, carried, max(slots, 1), ppipe, pipe))
+                    if pwrite or (ppipe == pipe and not write):
+                        stop = True  # a write orders everything before it; so does an in-order pipe
+                if stop:
                     break
-                if p not in by_pos:
-                    continue
-                ppipe, pkeys = by_pos[p]
-                hit = [w for k2, w, _ in pkeys if k2 == key]
-                if not hit:
-                    continue
-                pwrite = any(hit)
-                if not (pwrite or write):
-                    continue  # read after read
-                if ppipe != pipe:
-                    edges.append(Edge(p, pos, carried, max(slots, 1), ppipe, pipe))
-                if pwrite or ppipe == pipe and not write:
-                    break
-                if ppipe == pipe and write:
-                    continue
     return _prune(edges, n)
 
 
@@ -138,13 +147,9 @@ def _region(body: tuple[Stmt, ...], k: Kernel, loop: For | None,
             base: dict[tuple[Pipe, Pipe], int]) -> tuple[list[Stmt], tuple[Stmt, ...], list[Stmt]]:
     """Returns (statements before the loop, the new body, statements after the loop)."""
     n = len(body)
-    ops, fences = [], set()
-    for pos, s in enumerate(body):
-        if isinstance(s, PIPE_OPS):
-            ops.append((pos, pipe_of(s), _keys(s, k)))
-        elif isinstance(s, (For, If, Print)) and (isinstance(s, Print) or _has_pipe_work((s,))):
-            fences.add(pos)
-    edges = _edges(ops, fences, n, loop is not None)
+    items = [(pos, _keys(s, k)) for pos, s in enumerate(body)]
+    items = [(pos, keys) for pos, keys in items if keys]
+    edges = _edges(items, n, loop is not None)
     ids = _Ids(base)
     slot = S.binary("%", S.var(loop.it), 2) if loop is not None else S.const(0)
 
@@ -166,29 +171,19 @@ def _region(body: tuple[Stmt, ...], k: Kernel, loop: For | None,
             for sl in range(e.slots):
                 pre.append(Flag(False, e.src_pipe, e.dst_pipe, S.const(b0 + sl), loop.loc if loop else loc))
                 post.append(Flag(True, e.src_pipe, e.dst_pipe, S.const(b0 + sl), loop.loc if loop else loc))
-    pre = _dedup(pre)
-    post = _dedup(post)
     inner_base = ids.used
     out: list[Stmt] = []
     for pos, s in enumerate(body):
         out.extend(_dedup(waits.get(pos, [])))
-        if pos in fences:
-            out.append(Barrier(s.loc))  # type: ignore[attr-defined]
-            if isinstance(s, For):
-                p0, nb, p1 = _region(s.body, k, s, inner_base)
-                out.extend(p0)
-                out.append(dataclasses.replace(s, body=nb))
-                out.extend(p1)
-            elif isinstance(s, If):
-                _, t, _ = _region(s.then, k, None, inner_base)
-                _, o, _ = _region(s.orelse, k, None, inner_base)
-                out.append(dataclasses.replace(s, then=t, orelse=o))
-            else:
-                out.append(s)
-            out.append(Barrier(s.loc))  # type: ignore[attr-defined]
-            continue
-        if isinstance(s, For):  # scalar-only loop
-            out.append(s)
+        if isinstance(s, For) and _has_pipe_work(s.body):
+            p0, nb, p1 = _region(s.body, k, s, inner_base)
+            out.extend(p0)
+            out.append(dataclasses.replace(s, body=nb))
+            out.extend(p1)
+        elif isinstance(s, If) and _has_pipe_work((s,)):
+            _, t, _ = _region(s.then, k, None, inner_base)
+            _, o, _ = _region(s.orelse, k, None, inner_base)
+            out.append(dataclasses.replace(s, then=t, orelse=o))
         else:
             out.append(s)
         out.extend(_dedup(sets.get(pos, [])))

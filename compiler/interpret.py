@@ -1,0 +1,690 @@
+"""The reference interpreter: a kernel's Core IR run statement by statement in numpy.
+
+It executes the very Core IR that `codegen` turns into native code, on the same state: GM is the
+caller's tensors (zero-copy views, so results land where the native code puts them), on-chip
+buffers live in the pooled arenas of `simulator.memory` at the offsets and ping-pong slots the
+placement gave. Runtime checks fail with the same `KernelError` text, and a profiled run records
+the same trace events, so `simulate` gives the same cycles.
+
+Per-element semantics are `codegen.elem_op` / `cast_value` / `scalar_as`, line for line:
+floats compute in f32 and round to f16/bf16 once per instruction, integers wrap, x // 0 and
+x % 0 give 0, max/min/relu propagate NaN and order -0 < +0 (llvm.maximum), float -> int casts
+round half to even and saturate. Scalar expressions follow `Gen.sval` (i64 wrap-around, IEEE
+f64). Two things may differ from the native run:
+
+- transcendentals (exp, log, tanh, pow, sigmoid, gelu) come from numpy, not the host libm,
+  and can differ in the last ulp;
+- VREDUCE_SUM on floats adds left to right; the native loop is `fadd reassoc`, so LLVM may
+  reorder it (vector partial sums) and round differently.
+
+Use it with VINCI_INTERPRET=1 (or `compiler.config.CONFIG.interpret = True`): every launch then
+comes here. Everything is a plain Python loop: `Core.exec` runs one statement, so a breakpoint
+there (or `Core.step`-style stepping through `Core.run`) walks the kernel instruction by
+instruction, with `Core.env` holding the scalars and `Core.tile(buf)` showing any buffer.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+import sys
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from compiler import sexpr as S
+from compiler.codegen import REDUCE, _bcast
+from compiler.ir import (Barrier, Buf, Check, Flag, For, GMRef, If, Kernel, Load, Move, Print, SetVar, Stmt, Store,
+                         VOp)
+from compiler.sexpr import F64, I64, SExpr
+from dsl.errors import KernelError, SourceLoc
+from dsl.types import DType, Mem, bf16, boolean, f16, f32, i8, i32
+from simulator import abi
+from simulator.isa import EVENT_DTYPE, EVENT_WORDS, INFO, Instr, Pipe
+from simulator.isa import Mem as HwMem
+
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
+
+#: how each dtype sits in memory (bool as its byte, so ~ and ^ work on it as the native i8 does)
+STORAGE: dict[str, np.dtype] = {**{d.name: d.np for d in (f32, f16, bf16, i32, i8)}, "bool": np.dtype(np.int8)}
+
+
+def storage(d: DType) -> np.dtype:
+    return STORAGE[d.name]
+
+
+def compute(d: DType) -> np.dtype:
+    """The type arithmetic happens in (codegen.compute_ty): f32 for every float, else the integer."""
+    return np.dtype(np.float32) if d.is_float else storage(d)
+
+
+# ------------------------------------------------------------------ scalars (Gen.sval)
+def wrap(v: int, bits: int = 64) -> int:
+    """v modulo 2**bits as a signed integer (LLVM's add/sub/mul/shl)."""
+    m = 1 << bits
+    v &= m - 1
+    return v - m if v >> (bits - 1) else v
+
+
+def f2i(x: float) -> int:
+    """fptosi.sat: truncate toward zero, clamp to i64, NaN -> 0."""
+    if x != x:
+        return 0
+    if x >= 2.0 ** 63:
+        return I64_MAX
+    if x < -(2.0 ** 63):
+        return I64_MIN
+    return int(x)
+
+
+def idivmod(op: str, x: int, y: int, bits: int = 64) -> int:
+    """codegen.int_divmod: Python floor division / modulo, but x // 0 == x % 0 == 0."""
+    if y == 0:
+        return 0
+    if y == -1:
+        return wrap(-x, bits) if op == "//" else 0
+    return x // y if op == "//" else x % y
+
+
+def fmax(a: Any, b: Any) -> Any:
+    """llvm.maximum: NaN if either is NaN, and +0 > -0 (np.maximum alone returns its first zero)."""
+    r = np.maximum(a, b)
+    return np.where((a == 0) & (b == 0), a + b, r)[()]  # +0 unless both are -0
+
+
+def fmin(a: Any, b: Any) -> Any:
+    """llvm.minimum: NaN if either is NaN, and -0 < +0."""
+    r = np.minimum(a, b)
+    return np.where((a == 0) & (b == 0), -((-a) + (-b)), r)[()]  # -0 unless both are +0
+
+
+_CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
+        "!=": np.not_equal}  # numpy's != is true for NaN, like fcmp une; the rest are ordered
+
+
+def _fbinary(op: str, x: float, y: float) -> int | float:
+    a, b = np.float64(x), np.float64(y)
+    with np.errstate(all="ignore"):
+        if op in _CMP:
+            return int(_CMP[op](a, b))
+        r = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+             "min": lambda: fmin(a, b), "max": lambda: fmax(a, b), "**": lambda: np.power(a, b),
+             "//": lambda: np.floor(a / b), "%": lambda: a - np.floor(a / b) * b}[op]()
+    return float(r)
+
+
+def _ibinary(op: str, x: int, y: int) -> int:
+    if op in _CMP:
+        return int(_CMP[op](x, y))
+    if op in ("//", "%"):
+        return idivmod(op, x, y)
+    if op == "**":  # via double, as codegen does
+        with np.errstate(all="ignore"):
+            return f2i(float(np.power(np.float64(x), np.float64(y))))
+    return wrap({"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "&": lambda: x & y,
+                 "|": lambda: x | y, "^": lambda: x ^ y,
+                 # shifts by >= 64 are poison in LLVM; x86 masks the count, so do we
+                 "<<": lambda: x << (y & 63), ">>": lambda: x >> (y & 63),
+                 "min": lambda: min(x, y), "max": lambda: max(x, y)}[op]())
+
+
+def _funary(op: str, x: float) -> float:
+    if op == "exp":
+        try:
+            return math.exp(x)
+        except OverflowError:
+            return math.inf
+    if op == "log":
+        return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+    if op == "sqrt":
+        return math.sqrt(x) if not x < 0 else math.nan
+    with np.errstate(all="ignore"):
+        if op == "rint":
+            return float(np.rint(np.float64(x)))
+        if op == "rsqrt":
+            return float(np.float64(1.0) / np.sqrt(np.float64(x)))
+    raise AssertionError(f"scalar op {op}")
+
+
+def seval(e: SExpr, env: dict[str, int | float], argv: Sequence[int | float], core: int = 0,
+          ncores: int = 1) -> int | float:
+    """Value of a scalar expression as the native code computes it (`Gen.sval`).
+
+    Unlike `sexpr.evaluate` (Python semantics), i64 wraps around, x // 0 and x % 0 are 0, f64
+    follows IEEE (1.0 / 0 is inf, not an exception) and f2i saturates.
+    """
+    op = e.op
+    if op == "const":
+        return e.args[0]
+    if op == "var":
+        return env[e.args[0]]
+    if op == "arg":
+        return argv[e.args[0]]
+    if op == "core_id":
+        return core
+    if op == "num_cores":
+        return ncores
+
+    def ev(a: SExpr) -> int | float:
+        return seval(a, env, argv, core, ncores)
+
+    if op == "select":
+        return ev(e.args[1]) if ev(e.args[0]) != 0 else ev(e.args[2])
+    if len(e.args) == 2:
+        a, b = e.args
+        if op in ("and", "or"):
+            x, y = ev(a) != 0, ev(b) != 0  # != 0 is true for NaN, like fcmp une
+            return int(x and y) if op == "and" else int(x or y)
+        if a.ty == F64:
+            return _fbinary(op, float(ev(a)), float(ev(b)))
+        return _ibinary(op, int(ev(a)), int(ev(b)))
+    a = e.args[0]
+    x = ev(a)
+    if op == "neg":
+        return wrap(-x) if e.ty == I64 else -x
+    if op == "not":
+        return int(x == 0)
+    if op == "abs":
+        return wrap(abs(x)) if e.ty == I64 else math.fabs(x)
+    if op == "i2f":
+        return float(x)
+    if op == "f2i":
+        return f2i(x)
+    return _funary(op, float(x))
+
+
+def as_i64(e: SExpr, v: int | float) -> int:
+    """codegen._i64: an f64 value becomes an integer by truncation."""
+    return f2i(v) if e.ty == F64 else int(v)
+
+
+# ------------------------------------------------------------------ vector element rules
+def _load_libm() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("m")
+    try:
+        return ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+
+
+_LIBM = _load_libm()
+_LIBM_FNS: dict[str, Any] = {}
+
+
+def libm(name: str, *xs: Any) -> np.ndarray:
+    """The C library's f32 function `name` ("exp", "log", "tanh", "pow") elementwise.
+
+    The native code calls these very functions (LLVM turns llvm.exp.f32 into a call to expf,
+    never vectorised), so calling them too keeps results bit-identical, at ~0.3 us per element.
+    Without a C math library, numpy in f64 rounded to f32 (almost always the same value).
+    """
+    arrs = np.broadcast_arrays(*(np.asarray(x, np.float32) for x in xs))
+    fn = _LIBM_FNS.get(name)
+    if fn is None and _LIBM is not None:
+        fn = _LIBM_FNS[name] = getattr(_LIBM, name + "f")
+        fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float] * len(xs)
+    if fn is None:
+        with np.errstate(all="ignore"):
+            return getattr(np, {"pow": "power"}.get(name, name))(*(a.astype(np.float64) for a in arrs)) \
+                .astype(np.float32)
+    out = np.array(list(map(fn, *(a.ravel().tolist() for a in arrs))), np.float32)
+    return out.reshape(arrs[0].shape)
+
+
+def scalar_as(v: int | float, ty: str, d: DType) -> Any:
+    """codegen.scalar_as: a scalar operand converted once to the compute type of d."""
+    if d.is_float:
+        x = float(v)
+        if d.name == "f32":
+            return np.float32(x)
+        # one rounding from double straight to the storage type, then widened exactly
+        return np.array(x, dtype=np.float64).astype(storage(d)).astype(np.float32)[()]
+    i = f2i(v) if ty == F64 else int(v)
+    return compute(d).type(wrap(i, 8 * d.itemsize))
+
+
+def int_divmod(op: str, x: Any, y: Any, t: np.dtype) -> Any:
+    """codegen.int_divmod on arrays: floor division / modulo; by 0 gives 0; by -1 wraps."""
+    x, y = np.broadcast_arrays(np.asarray(x, t), np.asarray(y, t))
+    zero, m1 = y == 0, y == -1
+    d = np.where(zero | m1, t.type(1), y)
+    if op == "//":
+        return np.where(zero, t.type(0), np.where(m1, np.negative(x), np.floor_divide(x, d))).astype(t)
+    return np.where(zero | m1, t.type(0), np.remainder(x, d)).astype(t)
+
+
+_FBIN = {Instr.VADD: np.add, Instr.VSUB: np.subtract, Instr.VMUL: np.multiply, Instr.VDIV: np.divide}
+_IBIN = {Instr.VADD: np.add, Instr.VSUB: np.subtract, Instr.VMUL: np.multiply, Instr.VAND: np.bitwise_and,
+         Instr.VOR: np.bitwise_or, Instr.VXOR: np.bitwise_xor,
+         # shl/ashr by >= the bit width are poison in LLVM; numpy gives 0 / the sign, as x86 vectors do
+         Instr.VSHL: np.left_shift, Instr.VSHR: np.right_shift}
+ONE, ZERO = np.float32(1.0), np.float32(0.0)
+
+
+def elem(s: VOp, xs: list[Any], src_types: list[DType]) -> Any:
+    """codegen.elem_op on whole arrays: s.dst's values from operands already in compute type."""
+    ins, d = s.instr, s.dst.dtype
+    t = compute(src_types[-1] if ins == Instr.VSEL else src_types[0])
+    fl = t == np.float32
+    if ins in _FBIN and fl:
+        return _FBIN[ins](xs[0], xs[1])
+    if ins in _IBIN and not fl:
+        return _IBIN[ins](xs[0], xs[1])
+    if ins in (Instr.VMAX, Instr.VMIN):
+        if fl:
+            return (fmax if ins == Instr.VMAX else fmin)(xs[0], xs[1])
+        return (np.maximum if ins == Instr.VMAX else np.minimum)(xs[0], xs[1])
+    if ins in (Instr.VFLOORDIV, Instr.VMOD):
+        if fl:
+            q = np.floor(xs[0] / xs[1])
+            return q if ins == Instr.VFLOORDIV else xs[0] - q * xs[1]
+        return int_divmod("//" if ins == Instr.VFLOORDIV else "%", xs[0], xs[1], t)
+    if ins == Instr.VPOW:
+        return libm("pow", xs[0], xs[1])
+    if ins == Instr.VEXP:
+        return libm("exp", xs[0])
+    if ins == Instr.VLOG:
+        return libm("log", xs[0])
+    if ins == Instr.VSQRT:
+        return np.sqrt(xs[0])
+    if ins == Instr.VRSQRT:
+        return ONE / np.sqrt(xs[0])
+    if ins == Instr.VRECIP:
+        return ONE / xs[0]
+    if ins == Instr.VABS:
+        return np.abs(xs[0])
+    if ins == Instr.VNEG:
+        return np.negative(xs[0])
+    if ins == Instr.VRELU:
+        return fmax(xs[0], ZERO) if fl else np.maximum(xs[0], t.type(0))
+    if ins == Instr.VSIGMOID:
+        return ONE / (ONE + libm("exp", np.negative(xs[0])))
+    if ins == Instr.VTANH:
+        return libm("tanh", xs[0])
+    if ins == Instr.VGELU:
+        x = xs[0]
+        x3 = x * (x * x)
+        inner = x + x3 * np.float32(0.044715)
+        th = libm("tanh", inner * np.float32(0.7978845608028654))
+        return (x * np.float32(0.5)) * (th + ONE)
+    if ins == Instr.VNOT:
+        return xs[0] ^ np.int8(1) if d == boolean else np.invert(xs[0])
+    if ins == Instr.VCMP:
+        return _CMP[s.arg](xs[0], xs[1]).astype(np.int8)  # type: ignore[index]
+    if ins == Instr.VSEL:
+        return np.where(xs[0] != 0, xs[1], xs[2]).astype(t)
+    if ins in (Instr.VCOPY, Instr.VDUP):
+        return xs[0]
+    if ins == Instr.VCAST:
+        return cast(xs[0], src_types[0], d)
+    raise AssertionError(f"no element rule for {ins.name} on {d}")
+
+
+def cast(x: Any, src: DType, dst: DType) -> Any:
+    """codegen.cast_value: x in src's compute type -> dst's compute type."""
+    if dst == boolean:
+        return (x != 0).astype(np.int8)  # != 0 holds for NaN (fcmp une)
+    if src.is_float and dst.is_float:
+        return x  # rounding to f16/bf16 happens at the store
+    if src.is_float:  # rint, then fptosi.sat: clamp to the integer range, NaN -> 0
+        info = np.iinfo(compute(dst))
+        r = np.rint(np.asarray(x, np.float64))
+        return np.where(np.isnan(r), 0, np.clip(r, info.min, info.max)).astype(compute(dst))
+    if dst.is_float:
+        if src == boolean:
+            return np.asarray(x).astype(np.uint8).astype(np.float32)  # uitofp
+        # sitofp to half/bfloat is legalised through f32 (two roundings for |x| > 2**24, as torch does)
+        return np.asarray(x).astype(np.float32)
+    if src == boolean and dst.itemsize > 1:
+        return np.asarray(x).astype(np.uint8).astype(compute(dst))  # zext
+    return np.asarray(x).astype(compute(dst))  # sext / trunc / same width
+
+
+# ------------------------------------------------------------------ memory views
+def window(flat: np.ndarray, start: int, rows: int, cols: int, stride: int, what: str) -> np.ndarray:
+    """rows x cols elements of the 1-D array `flat` from element `start`, consecutive rows `stride`
+    elements apart: a writable view. Empty when rows or cols <= 0 (the native loops run 0 times)."""
+    if rows <= 0 or cols <= 0:
+        return np.empty((max(rows, 0), max(cols, 0)), flat.dtype)
+    end = start + (rows - 1) * stride + cols
+    if start < 0 or stride < 0 or end > flat.size:
+        raise AssertionError(f"{what}: elements [{start}, {end}) with row stride {stride} are outside its "
+                             f"memory of {flat.size} elements")
+    item = flat.strides[0]
+    return as_strided(flat[start:], (rows, cols), (stride * item, item))
+
+
+def gm_array(value: Any, info: Any, d: DType) -> np.ndarray:
+    """A GM argument as a flat array of its storage type, sharing memory with the caller's tensor."""
+    if isinstance(value, np.ndarray):
+        return value.reshape(-1).view(storage(d))
+    if info.nbytes == 0:
+        return np.empty(0, storage(d))
+    raw = (ctypes.c_uint8 * info.nbytes).from_address(info.ptr)  # torch tensors (bf16 has no .numpy())
+    return np.ctypeslib.as_array(raw).view(storage(d))
+
+
+def arg_words(params: Sequence[Any], values: Sequence[Any], shapes: Sequence[tuple[int, ...] | None],
+              ptrs: Sequence[int]) -> list[int | float]:
+    """The launch argument block, as `Launch._launch` fills it; f64 scalars as Python floats."""
+    n = max((p.slot + (2 + p.rank if p.kind == "gm" else 1) for p in params if p.kind != "const"), default=0)
+    argv: list[int | float] = [0] * max(n, 1)
+    for p, v, shape, ptr in zip(params, values, shapes, ptrs):
+        if p.kind == "gm":
+            assert shape is not None
+            argv[p.slot] = ptr
+            argv[p.slot + 1] = int(np.prod(shape))
+            for j, s in enumerate(shape):
+                argv[p.slot + 2 + j] = int(s)
+        elif p.kind == "scalar":
+            argv[p.slot] = float(v) if p.scalar_ty == F64 else int(v)
+    return argv
+
+
+# ------------------------------------------------------------------ one core
+class Core:
+    """The state of one simulated core running Core IR `k`: scalars, GM, on-chip memories, trace.
+
+    `run(body)` executes statements in order; `exec(stmt)` executes one. Errors are the
+    `KernelError`s the native code raises, with " (core N)" appended.
+    """
+
+    def __init__(self, k: Kernel, argv: Sequence[int | float], gm: dict[int, np.ndarray],
+                 mems: dict[Mem, np.ndarray], core: int = 0, ncores: int = 1,
+                 locs: list[SourceLoc] | None = None, trace: bool = False):
+        self.k, self.argv, self.gm, self.mems = k, list(argv), gm, mems
+        self.core, self.ncores = core, ncores
+        self.env: dict[str, int | float] = {}
+        self.locs = locs if locs is not None else k.locs
+        self._loc_ids: dict[SourceLoc, int] = {}
+        self.events: list[tuple[int, ...]] | None = [] if trace else None
+
+    # ---------------------------------------------------------- helpers
+    def scalar(self, e: SExpr) -> int | float:
+        return seval(e, self.env, self.argv, self.core, self.ncores)
+
+    def i64(self, e: SExpr) -> int:
+        return as_i64(e, self.scalar(e))
+
+    def loc_id(self, loc: SourceLoc) -> int:
+        """Index of `loc` in the plan's table (appended if missing), as `Kernel.loc_id` gives codegen."""
+        i = self._loc_ids.get(loc)
+        if i is None:
+            try:
+                i = self.locs.index(loc)
+            except ValueError:
+                self.locs.append(loc)
+                i = len(self.locs) - 1
+            self._loc_ids[loc] = i
+        return i
+
+    def event(self, instr: Instr, pipe: Pipe, loc: SourceLoc, *vals: int) -> None:
+        if self.events is not None:
+            words = (int(instr), int(pipe), self.loc_id(loc), *(int(v) for v in vals))
+            self.events.append(words + (0,) * (EVENT_WORDS - len(words)))
+
+    def fail(self, code: str, message: str, values: Sequence[int], hint: str, loc: SourceLoc) -> KernelError:
+        """The error `dsl.kernel._launch_error` builds from a failed native check."""
+        vals = (list(values) + [0] * abi.N_ERR_VALUES)[:abi.N_ERR_VALUES]
+        n = message.count("%d")
+        try:
+            msg = message % tuple(vals[:n])
+        except (TypeError, ValueError):
+            msg = message
+        return KernelError(code, f"{msg} (core {self.core})", loc, hint or None)
+
+    def base(self, b: Buf) -> tuple[np.ndarray, int, int]:
+        """(the buffer's memory as a flat array of its dtype, first element of the current slot, row stride)."""
+        p = self.k.placement[b.id]
+        off = p.offset
+        if p.slots > 1 and p.slot_of is not None:
+            off = S.add(off, S.mul(p.slot_of, p.slot_bytes))
+        nbytes, es = self.i64(off), b.dtype.itemsize
+        assert nbytes % es == 0, f"buffer '{b.name}' at byte {nbytes} is not aligned to its {b.dtype} elements"
+        return self.mems[p.mem].view(storage(b.dtype)), nbytes // es, self.i64(p.row_stride)
+
+    def view(self, b: Buf, rows: int, cols: int) -> np.ndarray:
+        """rows x cols elements of buffer b (current slot) as a writable view."""
+        flat, start, stride = self.base(b)
+        return window(flat, start, rows, cols, stride, f"buffer '{b.name}'")
+
+    def tile(self, b: Buf) -> np.ndarray:
+        """A copy of b's valid extent, for looking at while stepping."""
+        return self.view(b, self.i64(b.ext[0]), self.i64(b.ext[1])).copy()
+
+    # ---------------------------------------------------------- statements
+    def run(self, body: Sequence[Stmt]) -> None:
+        for s in body:
+            self.exec(s)
+
+    def exec(self, s: Stmt) -> None:
+        if isinstance(s, SetVar):
+            v = self.scalar(s.value)
+            self.env[s.name] = float(v) if self.k.scalar_vars.get(s.name, s.value.ty) == F64 else v
+        elif isinstance(s, For):
+            self.for_(s)
+        elif isinstance(s, If):
+            self.run(s.then if self.scalar(s.cond) != 0 else s.orelse)
+        elif isinstance(s, Check):
+            if self.scalar(s.cond) == 0:
+                raise self.fail(s.code, s.message, [self.i64(v) for v in s.values], s.hint, s.loc)
+        elif isinstance(s, Flag):
+            pipe, other = (s.dst, s.src) if s.wait else (s.src, s.dst)
+            self.event(Instr.WAIT_FLAG if s.wait else Instr.SET_FLAG, pipe, s.loc, int(other), self.i64(s.event))
+        elif isinstance(s, Barrier):
+            self.event(Instr.BARRIER, Pipe.ALL, s.loc)
+        elif isinstance(s, Load):
+            self.dma(s.instr, s.src, s.dst, True, s.loc)  # type: ignore[arg-type]
+        elif isinstance(s, Store):
+            self.dma(s.instr, s.dst, s.src, False, s.loc)  # type: ignore[arg-type]
+        elif isinstance(s, Move):
+            self.move(s)
+        elif isinstance(s, VOp):
+            with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the point, not warnings
+                if s.instr in REDUCE:
+                    self.reduce(s)
+                else:
+                    self.vop(s)
+        elif isinstance(s, Print):
+            self.print_(s)
+        else:  # Mmad: no cube unit in this build (codegen needs compiler.cube, which does not exist yet)
+            raise AssertionError(f"interpret: no rule for {type(s).__name__}")
+
+    def for_(self, s: For) -> None:
+        start, stop, step = self.scalar(s.start), self.scalar(s.stop), self.scalar(s.step)
+        self.env[s.var], self.env[s.it] = start, 0
+        while self.env[s.var] < stop if step > 0 else self.env[s.var] > stop:
+            self.run(s.body)
+            self.env[s.var] = wrap(int(self.env[s.var]) + step)
+            self.env[s.it] = wrap(int(self.env[s.it]) + 1)
+
+    def dma(self, instr: Instr, ref: GMRef, buf: Buf, is_load: bool, loc: SourceLoc) -> None:
+        """codegen.gen_dma: both bounds checks before any element moves, then the event, then the copy."""
+        es = buf.dtype.itemsize
+        off, rows, cols, stride, numel = (self.i64(e) for e in (ref.offset, ref.rows, ref.cols, ref.stride,
+                                                                 ref.numel))
+        last = wrap(off + wrap((rows - 1) * stride) + cols)
+        if rows > 0 and cols > 0 and not (off >= 0 and last <= numel):
+            verb = "read" if is_load else "write"
+            raise self.fail("E404", f"DMA would {verb} elements [%d, %d) of '{ref.name}' ({ref.dtype}), which has "
+                            f"%d elements", [off, last, numel],
+                            "the window is outside the tensor: check the shapes and the tile indices", loc)
+        cap_r, cap_c = (self.i64(e) for e in buf.cap)
+        if not (rows <= cap_r and cols <= cap_c):
+            raise self.fail("E301", f"a window of %d x %d elements does not fit buffer '{buf.name}' of %d x %d",
+                            [rows, cols, cap_r, cap_c], "the buffer is smaller than the window copied into it", loc)
+        self.event(instr, INFO[instr][1], loc, cols * es, rows, ref.arg, off * es, stride * es)
+        g = window(self.gm[ref.arg], off, rows, cols, stride, f"'{ref.name}'")
+        b = self.view(buf, rows, cols)
+        if is_load:
+            b[...] = g
+        else:
+            g[...] = b
+
+    def move(self, s: Move) -> None:
+        """codegen.gen_move: rows x cols of the source's extent, row by row."""
+        rows, cols = self.i64(s.src.ext[0]), self.i64(s.src.ext[1])
+        self.event(s.instr, INFO[s.instr][1], s.loc, cols * s.dst.dtype.itemsize, rows, -1, 0, 0)  # type: ignore[index]
+        self.view(s.dst, rows, cols)[...] = self.view(s.src, rows, cols).copy()
+
+    def vop(self, s: VOp) -> None:
+        """codegen.gen_vop: one element rule over the destination's extent, sources broadcast by capacity."""
+        d = s.dst
+        rows, cols = self.i64(d.ext[0]), self.i64(d.ext[1])
+        widest = max([d.dtype.itemsize] + [b.dtype.itemsize for b in s.srcs if isinstance(b, Buf)])
+        self.event(s.instr, Pipe.V, s.loc, rows * cols, widest, rows)
+        xs, types = [], []
+        for src in s.srcs:
+            if isinstance(src, Buf):
+                brow, bcol = _bcast(src, d)
+                xs.append(self.view(src, 1 if brow else rows, 1 if bcol else cols).astype(compute(src.dtype)))
+                types.append(src.dtype)
+            else:
+                # a scalar takes the type of the tile it meets: codegen's `ref`, except that codegen
+                # types a leading scalar by the destination, which breaks `0.5 < x` (bool dst)
+                values = s.srcs[1:] if s.instr == Instr.VSEL else s.srcs
+                ref = next((b for b in values if isinstance(b, Buf)), None)
+                dt = ref.dtype if ref is not None else d.dtype
+                xs.append(scalar_as(self.scalar(src), src.ty, dt))
+                types.append(dt)
+        out = self.view(d, rows, cols)
+        np.copyto(out, elem(s, xs, types), casting="unsafe")  # the store rounds f32 to f16/bf16
+
+    def reduce(self, s: VOp) -> None:
+        """codegen.gen_reduce: 'rows' gives one value per row, 'cols' one per column, 'all' one."""
+        src, d = s.srcs[0], s.dst
+        assert isinstance(src, Buf)
+        dt, t = src.dtype, compute(src.dtype)
+        rows, cols = self.i64(src.ext[0]), self.i64(src.ext[1])
+        self.event(s.instr, Pipe.V, s.loc, rows * cols, dt.itemsize, rows)
+        x = self.view(src, rows, cols).astype(t)
+        # one group per output value, reduced in the native loop's order
+        groups = {"rows": x, "cols": x.T}.get(s.arg, x.reshape(1, -1))  # type: ignore[call-overload]
+        if s.instr == Instr.VREDUCE_SUM:
+            init = np.zeros((groups.shape[0], 1), t)
+            vals = np.cumsum(np.concatenate([init, groups], axis=1), axis=1, dtype=t)[:, -1]
+        else:
+            vals = _minmax(groups, s.instr == Instr.VREDUCE_MAX, t)
+        n = len(vals)
+        # keepdims column (R, 1): one value per row of d; otherwise a row of values
+        if d.cap[1] == S.const(1) and d.cap[0] != S.const(1):
+            out = self.view(d, n, 1)[:, 0]
+        else:
+            out = self.view(d, 1, n)[0] if n else np.empty(0, storage(d.dtype))
+        np.copyto(out, vals, casting="unsafe")
+
+    def print_(self, s: Print) -> None:
+        """One line per call, as `dsl.kernel._Printer` writes it for the native code."""
+        parts = []
+        for it in s.items:
+            if isinstance(it, str):
+                parts.append(it)
+            elif isinstance(it, SExpr):
+                v = self.scalar(it)
+                parts.append(repr(float(v)) if it.ty == F64 else str(int(v)))
+            else:
+                flat, start, stride = self.base(it)
+                rows, cols = self.i64(it.ext[0]), self.i64(it.ext[1])
+                raw = flat[start:start + max(rows, 0) * stride].view(it.dtype.np)
+                arr = raw.reshape(max(rows, 0), stride)[:, :cols]
+                parts.append(np.array2string(arr.copy(), precision=4, threshold=64))
+        sys.stdout.write(f"[core {self.core}] " + " ".join(parts) + "\n")
+
+
+def _minmax(g: np.ndarray, is_max: bool, t: np.dtype) -> np.ndarray:
+    """Max/min of each row of g, starting from the native loop's initial value (for empty rows)."""
+    fl = t == np.float32
+    if fl:
+        init = t.type(-np.inf if is_max else np.inf)
+    else:
+        info = np.iinfo(t)
+        init = t.type(info.min if is_max else info.max)
+    if g.shape[1] == 0:
+        return np.full(g.shape[0], init, t)
+    r = (g.max if is_max else g.min)(axis=1)
+    if fl:  # llvm.maximum/minimum order the zeros: a max is -0 only if every zero is -0
+        pos = ((g == 0) & ~np.signbit(g)).any(axis=1)
+        neg = ((g == 0) & np.signbit(g)).any(axis=1)
+        zero = np.where(pos, ZERO, -ZERO) if is_max else np.where(neg, -ZERO, ZERO)
+        r = np.where(r == 0, zero, r).astype(t)
+    return r
+
+
+# ------------------------------------------------------------------ launches
+def memories(cfg: Any, n: int, core: int) -> dict[Mem, np.ndarray]:
+    from simulator.memory import get_memories
+
+    mems = get_memories(cfg, n)
+    return {m: mems.view(HwMem[m.value], core) for m in Mem if m != Mem.GM}
+
+
+def run_cores(kir: Kernel, argv: Sequence[int | float], gm: dict[int, np.ndarray], cfg: Any, n: int,
+              trace: bool = False, locs: list[SourceLoc] | None = None) -> list[np.ndarray] | None:
+    """Run cores 0..n-1 of Core IR `kir` in turn. Returns per-core event records when tracing.
+
+    The first failing core raises (the native launch reports the lowest failing core too, but
+    the cores after it still run there)."""
+    from simulator.launch import contexts
+
+    events = []
+    with contexts(cfg, n).lock:  # the on-chip arenas are shared with native launches of (cfg, n)
+        for c in range(n):
+            core = Core(kir, argv, gm, memories(cfg, n, c), c, n, locs, trace)
+            core.run(kir.body)
+            if core.events is not None:
+                arr = np.array(core.events, dtype=np.int64).reshape(-1, EVENT_WORDS)
+                events.append(np.ascontiguousarray(arr).view(EVENT_DTYPE).reshape(-1))
+    return events if trace else None
+
+
+def interpret_core(kir: Kernel, args: Sequence[Any], cfg: Any, n: int = 1, trace: bool = False,
+                   locs: list[SourceLoc] | None = None) -> list[np.ndarray] | None:
+    """Run Core IR directly (tests that start mid-pipeline): `args` has one entry per `kir.params`
+    (numpy arrays for GM, numbers for scalars; entries for Const parameters are ignored)."""
+    shapes = [np.shape(a) if p.kind == "gm" else None for p, a in zip(kir.params, args)]
+    ptrs = [a.__array_interface__["data"][0] if p.kind == "gm" else 0 for p, a in zip(kir.params, args)]
+    argv = arg_words(kir.params, args, shapes, ptrs)
+    gm = {p.slot: np.asarray(a).reshape(-1).view(storage(p.dtype)) for p, a in zip(kir.params, args)
+          if p.kind == "gm"}
+    return run_cores(kir, argv, gm, cfg, n, trace, locs)
+
+
+_CORE_IR: "weakref.WeakKeyDictionary[Any, dict[tuple, Kernel]]" = weakref.WeakKeyDictionary()
+
+
+def core_ir(k: Any, plan: Any, cfg: Any) -> Kernel:
+    """The Core IR of dsl kernel `k` for the specialisation `plan` was compiled for (cached)."""
+    from compiler.pipeline import to_core
+
+    key = (tuple(plan.params), tuple(sorted(k.options.items())), cfg.name, cfg.fingerprint())
+    per = _CORE_IR.setdefault(k, {})
+    kir = per.get(key)
+    if kir is None:
+        kir = per[key] = to_core(k.fdef, k.env, plan.params, k.options, cfg)
+    return kir
+
+
+def interpret(k: Any, values: list[Any], infos: list[Any], plan: Any, cfg: Any, n: int, trace: bool) -> Any:
+    """`Launch._launch` in the interpreter: same arguments, same errors, same `Run` when profiling."""
+    from dsl.kernel import Run, _line, _strip
+
+    kir = core_ir(k, plan, cfg)
+    shapes = [info.shape if info is not None else None for info in infos]
+    ptrs = [info.ptr if info is not None else 0 for info in infos]
+    argv = arg_words(plan.params, values, shapes, ptrs)
+    gm = {p.slot: gm_array(v, info, p.dtype) for p, v, info in zip(plan.params, values, infos) if p.kind == "gm"}
+    try:
+        events = run_cores(kir, argv, gm, cfg, n, trace, plan.locs)
+    except KernelError as e:
+        raise _strip(e) from None
+    sys.stdout.flush()
+    if events is None:
+        return None
+    from simulator.timing import simulate
+
+    locs = [(loc.file, loc.line, loc.col, _line(loc)) for loc in plan.locs]
+    gm_bytes = [info.nbytes for info in infos if info is not None]
+    return Run(simulate(events, cfg, locs, gm_bytes), cfg, n, plan)  # type: ignore[arg-type]

@@ -69,8 +69,9 @@ class KernelError(Exception):
                 col = max(self.loc.col, 1)
                 width = 1
                 if self.loc.end_col is not None and self.loc.end_col > col:
-                    width = self.loc.end_col - col
-                out.append("    " + " " * (col - 1) + "^" + "~" * (width - 1))
+                    width = len(text[col - 1:self.loc.end_col - 1].expandtabs(4))
+                pad = len(text[:col - 1].expandtabs(4))  # columns count a tab as one character
+                out.append("    " + " " * pad + "^" + "~" * (width - 1))
         out.extend(f"note: {n}" for n in self.notes)
         if self.hint:
             out.append(f"hint: {self.hint}")

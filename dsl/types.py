@@ -6,12 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-try:  # bf16 in numpy
-    import ml_dtypes
-
-    _BF16_NP = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is a hard dependency, kept soft for tooling
-    _BF16_NP = None
 
 
 @dataclass(frozen=True)
@@ -42,12 +36,22 @@ boolean = DType("bool", 1, "i8", False, 5)
 
 DTYPES: dict[str, DType] = {d.name: d for d in (f32, f16, bf16, i32, i8, boolean)}
 BY_CODE = {d.code: d for d in DTYPES.values()}
-_NP: dict[str, np.dtype] = {
+class _NumpyTypes(dict):
+    """name -> numpy dtype; bf16 comes from ml_dtypes, imported on first use (it costs ~0.5 s)."""
+
+    def __missing__(self, key: str) -> np.dtype:
+        if key != "bf16":
+            raise KeyError(key)
+        import ml_dtypes
+
+        self[key] = np.dtype(ml_dtypes.bfloat16)
+        return self[key]
+
+
+_NP: dict[str, np.dtype] = _NumpyTypes({
     "f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "i32": np.dtype(np.int32),
     "i8": np.dtype(np.int8), "bool": np.dtype(np.bool_),
-}
-if _BF16_NP is not None:
-    _NP["bf16"] = _BF16_NP
+})
 
 _TORCH_NAMES = {"float32": f32, "float16": f16, "bfloat16": bf16, "int32": i32, "int8": i8, "bool": boolean}
 
@@ -56,6 +60,8 @@ def from_numpy(dt: np.dtype) -> DType | None:
     for d in DTYPES.values():
         if d.name in _NP and _NP[d.name] == dt:
             return d
+    if dt.name == "bfloat16":
+        return bf16
     return None
 
 

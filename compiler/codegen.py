@@ -13,12 +13,12 @@ import struct
 from dataclasses import dataclass, field
 
 from compiler import sexpr as S
-from compiler.ir import (Barrier, Buf, Check, Flag, For, If, Kernel, Load, Mmad, Move, Print, SetVar, Stmt, Store,
-                         VOp)
+from compiler.ir import Barrier, Buf, Check, Flag, For, If, Kernel, Load, Mmad, Move, Print, SetVar, Stmt, Store, VOp
+from compiler.passes.place import fractal_pad
 from compiler.sexpr import F64, I64, SExpr
-from dsl.types import DType, boolean
+from dsl.types import DType, Mem, boolean, f32
 from simulator import abi
-from simulator.isa import INFO, Instr, Pipe
+from simulator.isa import INFO, CubeType, Instr, Pipe
 
 LL = {"i64": "i64", "f64": "double"}
 
@@ -299,15 +299,34 @@ def compute_ty(d: DType) -> str:
 
 
 def load_elem(g: Gen, d: DType, ptr: str) -> str:
+    if d.llvm == "bfloat":  # bf16 is the top half of an f32
+        h = g.op(f"load i16, ptr {ptr}, align 2")
+        w = g.op(f"zext i16 {h} to i32")
+        return g.op(f"bitcast i32 {g.op(f'shl i32 {w}, 16')} to float")
     v = g.op(f"load {ety(d)}, ptr {ptr}, align {d.itemsize}")
-    if d.llvm in ("half", "bfloat"):
-        return g.op(f"fpext {d.llvm} {v} to float")
+    if d.llvm == "half":
+        return g.op(f"fpext half {v} to float")
     return v
 
 
+def f32_to_bf16_bits(g: Gen, v: str) -> str:
+    """Round to nearest even with integer ops: keeps subnormals (some hosts' bf16 instructions flush
+    them) and quiets NaNs, exactly as torch and ml_dtypes do."""
+    b = g.op(f"bitcast float {v} to i32")
+    odd = g.op(f"and i32 {g.op(f'lshr i32 {b}, 16')}, 1")
+    bias = g.op(f"add i32 {odd}, 32767")
+    r = g.op(f"lshr i32 {g.op(f'add i32 {b}, {bias}')}, 16")
+    nan = g.op(f"fcmp uno float {v}, 0.0")
+    q = g.op(f"or i32 {g.op(f'lshr i32 {b}, 16')}, 64")
+    return g.op(f"trunc i32 {g.op(f'select i1 {nan}, i32 {q}, i32 {r}')} to i16")
+
+
 def store_elem(g: Gen, d: DType, ptr: str, v: str) -> None:
-    if d.llvm in ("half", "bfloat"):
-        v = g.op(f"fptrunc float {v} to {d.llvm}")
+    if d.llvm == "bfloat":
+        g.emit(f"store i16 {f32_to_bf16_bits(g, v)}, ptr {ptr}, align 2")
+        return
+    if d.llvm == "half":
+        v = g.op(f"fptrunc float {v} to half")
     g.emit(f"store {ety(d)} {v}, ptr {ptr}, align {d.itemsize}")
 
 
@@ -346,6 +365,13 @@ def elem_op(g: Gen, s: VOp, xs: list[str], src_types: list[DType]) -> str:
 
     if ins in FBIN and fl:
         return g.op(f"{FBIN[ins]} float {xs[0]}, {xs[1]}")
+    if ins in (Instr.VSHL, Instr.VSHR) and not fl:  # counts at or past the width are undefined in LLVM
+        bits = int(t[1:])
+        amt = g.op(f"select i1 {g.op(f'icmp ugt {t} {xs[1]}, {bits - 1}')}, {t} {bits - 1}, {t} {xs[1]}")
+        if ins == Instr.VSHL:
+            over = g.op(f"icmp ugt {t} {xs[1]}, {bits - 1}")
+            return g.op(f"select i1 {over}, {t} 0, {t} {g.op(f'shl {t} {xs[0]}, {amt}')}")
+        return g.op(f"ashr {t} {xs[0]}, {amt}")
     if ins in IBIN and not fl:
         return g.op(f"{IBIN[ins]} {t} {xs[0]}, {xs[1]}")
     if ins in (Instr.VMAX, Instr.VMIN):
@@ -483,7 +509,7 @@ def gen_stmt(g: Gen, s: Stmt) -> None:
     elif isinstance(s, Load):
         gen_dma(g, s.instr, s.src, s.dst, True, s.loc)  # type: ignore[arg-type]
     elif isinstance(s, Store):
-        gen_dma(g, s.instr, s.dst, s.src, False, s.loc)  # type: ignore[arg-type]
+        gen_dma(g, s.instr, s.dst, s.src, False, s.loc, s.fix)  # type: ignore[arg-type]
     elif isinstance(s, Move):
         gen_move(g, s)
     elif isinstance(s, VOp):
@@ -491,9 +517,7 @@ def gen_stmt(g: Gen, s: Stmt) -> None:
     elif isinstance(s, Print):
         gen_print(g, s)
     elif isinstance(s, Mmad):
-        from compiler.cube import gen_mmad
-
-        gen_mmad(g, s)
+        gen_cube_mmad(g, s)
     else:  # pragma: no cover
         raise AssertionError(f"codegen: {type(s).__name__}")
 
@@ -509,8 +533,22 @@ def _invalidate(g: Gen, name: str) -> None:
             del c[key]
 
 
+def _assigned(body: tuple[Stmt, ...]) -> set[str]:
+    out: set[str] = set()
+    for x in body:
+        if isinstance(x, SetVar):
+            out.add(x.name)
+        elif isinstance(x, For):
+            out |= {x.var, x.it} | _assigned(x.body)
+        elif isinstance(x, If):
+            out |= _assigned(x.then) | _assigned(x.orelse)
+    return out
+
+
 def gen_for(g: Gen, s: For) -> None:
     start, stop, step = g.sval(s.start), g.sval(s.stop), g.sval(s.step)
+    for name in _assigned(s.body):  # values cached before the loop are stale on its back edge
+        _invalidate(g, name)
     vp, ip = g.var_ptr(s.var), g.var_ptr(s.it)
     g.emit(f"store i64 {start}, ptr {vp}, align 8")
     g.emit(f"store i64 0, ptr {ip}, align 8")
@@ -538,9 +576,9 @@ def gen_for(g: Gen, s: For) -> None:
     g.block(done)
 
 
-def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc) -> None:  # type: ignore[no-untyped-def]
+def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -> None:  # type: ignore[no-untyped-def]
     """GM <-> on-chip window copy, bounds-checked before any byte moves."""
-    es = buf.dtype.itemsize
+    es = ref.dtype.itemsize
     off, rows, cols, stride, numel = (_i64(g, e) for e in (ref.offset, ref.rows, ref.cols, ref.stride, ref.numel))
     # safety: the window stays inside the tensor, and inside the buffer's capacity
     nz = g.op(f"and i1 {g.op(f'icmp sgt i64 {rows}, 0')}, {g.op(f'icmp sgt i64 {cols}, 0')}")
@@ -559,6 +597,18 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc) -> None:  #
     gm_index = [p.slot for p in g.k.params if p.kind == "gm"].index(ref.arg)
     g.event(instr, INFO[instr][1], loc, g.op(f"mul i64 {cols}, {es}"), rows, str(gm_index),
             g.op(f"mul i64 {off}, {es}"), g.op(f"mul i64 {stride}, {es}"))
+    if buf.mem != Mem.UB:
+        from compiler import cube
+
+        gp = g.op(f"getelementptr i8, ptr {g.gm_ptr(ref.arg)}, i64 {g.op(f'mul i64 {off}, {es}')}")
+        bptr, _ = g.buf_ptr(buf)
+        rp, cp = (_i64(g, e) for e in fractal_pad(buf))
+        if is_load:  # GM -> L1, ND -> NZ
+            cube.gen_nd2nz(g, bptr, gp, rows, cols, stride, rp, cp, buf.dtype)
+        else:  # L0C -> GM on the FIX pipe
+            cube.gen_fix(g, gp, bptr, rows, cols, stride, rp, buf.dtype, fix.dtype, fix.relu,
+                         None if fix.scale is None else scalar_as(g, fix.scale, f32))
+        return
     bptr, bstride = g.buf_ptr(buf)
     gm = g.gm_ptr(ref.arg)
     # read-ahead distance for loads: one window (the next tile of a streaming loop), in elements
@@ -602,7 +652,52 @@ def copy_elems(g: Gen, dst: str, src: str, count: str, d: DType, ahead: str | No
     g.loop(count, lambda i: one("0", i))
 
 
+CUBE_TYPE = {"f16": CubeType.F16, "bf16": CubeType.F16, "f32": CubeType.F32, "i8": CubeType.I8}
+
+
+def gen_cube_mmad(g: Gen, s: Mmad) -> None:
+    from compiler import cube
+
+    m, n, k = (_i64(g, e) for e in (s.m, s.n, s.k))
+    g.event(Instr.MMAD, Pipe.M, s.loc, m, n, k, int(CUBE_TYPE[s.a.dtype.name]))
+    c, _ = g.buf_ptr(s.dst)
+    a, _ = g.buf_ptr(s.a)
+    b, _ = g.buf_ptr(s.b)
+    m_pad = _i64(g, fractal_pad(s.dst)[0])
+    k_pad = _i64(g, fractal_pad(s.a)[1])
+    n_pad = _i64(g, fractal_pad(s.b)[1])
+    scratch = g.op(f"inttoptr i64 {g.ctx_load(abi.SCRATCH)} to ptr")
+    cube.gen_mmad(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, s.a.dtype, _i64(g, s.init), scratch)
+
+
+def gen_cube_move(g: Gen, s: Move) -> None:
+    """Moves that involve a cube memory: L1 -> L0A/L0B (MTE1), L0C -> UB (FIX)."""
+    from compiler import cube
+
+    d, src = s.dst, s.src
+    dp, ds = g.buf_ptr(d)
+    sp, _ = g.buf_ptr(src)
+    if src.mem == Mem.L0C:
+        rows, cols = _i64(g, src.ext[0]), _i64(g, src.ext[1])
+        g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {d.dtype.itemsize}"), rows, -1, 0, 0)  # type: ignore
+        fix = s.fix
+        cube.gen_fix(g, dp, sp, rows, cols, ds, _i64(g, fractal_pad(src)[0]), src.dtype, fix.dtype, fix.relu,  # type: ignore
+                     None if fix.scale is None else scalar_as(g, fix.scale, f32))  # type: ignore[union-attr]
+        return
+    rp, cp = (_i64(g, e) for e in fractal_pad(d))
+    nbytes = g.op(f"mul i64 {g.op(f'mul i64 {rp}, {cp}')}, {d.dtype.itemsize}")
+    g.event(s.instr, INFO[s.instr][1], s.loc, nbytes, 1, -1, 0, 0)  # type: ignore[index]
+    r, c = _i64(g, d.ext[0]), _i64(g, d.ext[1])
+    if d.mem == Mem.L0A:
+        cube.gen_l1_to_l0a(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose)
+    else:
+        cube.gen_l1_to_l0b(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose)
+
+
 def gen_move(g: Gen, s: Move) -> None:
+    if Mem.UB not in (s.dst.mem, s.src.mem) or s.src.mem == Mem.L0C:
+        gen_cube_move(g, s)
+        return
     d, src = s.dst, s.src
     es = d.dtype.itemsize
     rows, cols = _i64(g, src.ext[0]), _i64(g, src.ext[1])
@@ -647,9 +742,8 @@ def gen_vop(g: Gen, s: VOp) -> None:
             ops.append(("buf", p, st, *_bcast(src, d), src.dtype))
             types.append(src.dtype)
         else:
-            ref = s.srcs[0] if isinstance(s.srcs[0], Buf) and i > 0 else None
-            if s.instr == Instr.VSEL:
-                ref = next((b for b in s.srcs[1:] if isinstance(b, Buf)), None)
+            pool = s.srcs[1:] if s.instr == Instr.VSEL else s.srcs
+            ref = next((b for b in pool if isinstance(b, Buf)), None)
             dt = ref.dtype if isinstance(ref, Buf) else d.dtype
             ops.append(("scalar", scalar_as(g, src, dt), dt))
             types.append(dt)

@@ -6,30 +6,31 @@ buffers live in the pooled arenas of `simulator.memory` at the offsets and ping-
 placement gave. Runtime checks fail with the same `KernelError` text, and a profiled run records
 the same trace events, so `simulate` gives the same cycles.
 
-Per-element semantics are `codegen.elem_op` / `cast_value` / `scalar_as`, line for line:
-floats compute in f32 and round to f16/bf16 once per instruction, integers wrap, x // 0 and
-x % 0 give 0, max/min/relu propagate NaN and order -0 < +0 (llvm.maximum), float -> int casts
-round half to even and saturate. Scalar expressions follow `Gen.sval` (i64 wrap-around, IEEE
-f64). Two things may differ from the native run:
+Per-element semantics are `codegen.elem_op` / `cast_value` / `scalar_as`, rule for rule: floats
+compute in f32 (scalar operands too) and round to f16/bf16 once per instruction, integers wrap,
+x // 0 and x % 0 give 0, max/min/relu propagate NaN and order -0 < +0 (llvm.maximum), float ->
+int casts round half to even and saturate. exp, log, tanh and pow call the C library's f32
+functions, as the native code does. Scalar expressions follow `Gen.sval` (i64 wrap-around, IEEE
+f64), not `sexpr.evaluate`. Known differences from the native run:
 
-- transcendentals (exp, log, tanh, pow, sigmoid, gelu) come from numpy, not the host libm,
-  and can differ in the last ulp;
-- VREDUCE_SUM on floats adds left to right; the native loop is `fadd reassoc`, so LLVM may
-  reorder it (vector partial sums) and round differently.
+- VREDUCE_SUM on floats adds left to right; the native loop is `fadd reassoc`, which LLVM splits
+  into vector partial sums, so the last bits can differ;
+- stores to bf16 keep f32 subnormals (as torch does); LLVM on AVX512-BF16 hosts flushes them.
 
-Use it with VINCI_INTERPRET=1 (or `compiler.config.CONFIG.interpret = True`): every launch then
-comes here. Everything is a plain Python loop: `Core.exec` runs one statement, so a breakpoint
-there (or `Core.step`-style stepping through `Core.run`) walks the kernel instruction by
-instruction, with `Core.env` holding the scalars and `Core.tile(buf)` showing any buffer.
+Use: VINCI_INTERPRET=1 (or `compiler.config.CONFIG.interpret = True`) sends every launch here.
+To step through a kernel, put a breakpoint in `Core.exec`: it stops before every statement, with
+`s` the statement, `self.env` the scalars, `self.tile(buf)` a buffer's valid contents and
+`self.core` the core. `interpret_core` runs Core IR built by hand or by `pipeline.to_core`.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import math
+import operator
 import sys
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from compiler import sexpr as S
 from compiler.codegen import REDUCE, _bcast
-from compiler.ir import (Barrier, Buf, Check, Flag, For, GMRef, If, Kernel, Load, Move, Print, SetVar, Stmt, Store,
-                         VOp)
+from compiler.ir import Barrier, Buf, Check, Flag, For, GMRef, If, Kernel, Load, Move, Print, SetVar, Stmt, Store, VOp
 from compiler.sexpr import F64, I64, SExpr
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import DType, Mem, bf16, boolean, f16, f32, i8, i32
@@ -105,33 +105,51 @@ _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equ
         "!=": np.not_equal}  # numpy's != is true for NaN, like fcmp une; the rest are ordered
 
 
-def _fbinary(op: str, x: float, y: float) -> int | float:
-    a, b = np.float64(x), np.float64(y)
-    with np.errstate(all="ignore"):
-        if op in _CMP:
-            return int(_CMP[op](a, b))
-        r = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
-             "min": lambda: fmin(a, b), "max": lambda: fmax(a, b), "**": lambda: np.power(a, b),
-             "//": lambda: np.floor(a / b), "%": lambda: a - np.floor(a / b) * b}[op]()
-    return float(r)
-
-
-def _ibinary(op: str, x: int, y: int) -> int:
-    if op in _CMP:
-        return int(_CMP[op](x, y))
-    if op in ("//", "%"):
-        return idivmod(op, x, y)
-    if op == "**":  # via double, as codegen does
+def _ieee(fn: Callable[[np.float64, np.float64], Any]) -> Callable[[float, float], float]:
+    """An f64 operation with IEEE results (x / 0 is inf, not ZeroDivisionError)."""
+    def op(x: float, y: float) -> float:
         with np.errstate(all="ignore"):
-            return f2i(float(np.power(np.float64(x), np.float64(y))))
-    return wrap({"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "&": lambda: x & y,
-                 "|": lambda: x | y, "^": lambda: x ^ y,
-                 # shifts by >= 64 are poison in LLVM; x86 masks the count, so do we
-                 "<<": lambda: x << (y & 63), ">>": lambda: x >> (y & 63),
-                 "min": lambda: min(x, y), "max": lambda: max(x, y)}[op]())
+            return float(fn(np.float64(x), np.float64(y)))
+    return op
+
+
+def _fmax64(x: float, y: float) -> float:
+    if x != x or y != y:
+        return math.nan
+    return x + y if x == 0 == y else max(x, y)  # llvm.maximum: +0 unless both are -0
+
+
+def _fmin64(x: float, y: float) -> float:
+    if x != x or y != y:
+        return math.nan
+    return -((-x) + (-y)) if x == 0 == y else min(x, y)
+
+
+#: comparisons give i64 0/1; Python's float comparisons are IEEE (ordered; != true for NaN)
+_COMPARE: dict[str, Callable[[Any, Any], int]] = {
+    op: (lambda f: lambda x, y: int(f(x, y)))(f) for op, f in (
+        ("<", operator.lt), ("<=", operator.le), (">", operator.gt), (">=", operator.ge), ("==", operator.eq),
+        ("!=", operator.ne))}
+
+#: f64 scalar operations, as `Gen.sbinary` emits them
+F64_OPS: dict[str, Callable[[float, float], int | float]] = {
+    **_COMPARE, "+": operator.add, "-": operator.sub, "*": operator.mul, "/": _ieee(np.divide),
+    "min": _fmin64, "max": _fmax64, "**": _ieee(np.power),
+    "//": _ieee(lambda a, b: np.floor(a / b)), "%": _ieee(lambda a, b: a - np.floor(a / b) * b)}
+
+#: i64 scalar operations; results of the arithmetic ones wrap (`wrap` is applied by the caller)
+I64_OPS: dict[str, Callable[[int, int], int]] = {
+    **_COMPARE, "+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_,
+    "|": operator.or_, "^": operator.xor, "min": min, "max": max,
+    # shifts by >= 64 are poison in LLVM; x86 masks the count, so do we
+    "<<": lambda x, y: x << (y & 63), ">>": lambda x, y: x >> (y & 63),
+    "//": lambda x, y: idivmod("//", x, y), "%": lambda x, y: idivmod("%", x, y),
+    "**": lambda x, y: f2i(_ieee(np.power)(float(x), float(y))),  # via double, as codegen does
+}
 
 
 def _funary(op: str, x: float) -> float:
+    """exp / log / sqrt from the C library (as the native code calls them), IEEE at the edges."""
     if op == "exp":
         try:
             return math.exp(x)
@@ -179,8 +197,8 @@ def seval(e: SExpr, env: dict[str, int | float], argv: Sequence[int | float], co
             x, y = ev(a) != 0, ev(b) != 0  # != 0 is true for NaN, like fcmp une
             return int(x and y) if op == "and" else int(x or y)
         if a.ty == F64:
-            return _fbinary(op, float(ev(a)), float(ev(b)))
-        return _ibinary(op, int(ev(a)), int(ev(b)))
+            return F64_OPS[op](float(ev(a)), float(ev(b)))
+        return wrap(I64_OPS[op](int(ev(a)), int(ev(b))))
     a = e.args[0]
     x = ev(a)
     if op == "neg":
@@ -236,12 +254,8 @@ def libm(name: str, *xs: Any) -> np.ndarray:
 
 def scalar_as(v: int | float, ty: str, d: DType) -> Any:
     """codegen.scalar_as: a scalar operand converted once to the compute type of d."""
-    if d.is_float:
-        x = float(v)
-        if d.name == "f32":
-            return np.float32(x)
-        # one rounding from double straight to the storage type, then widened exactly
-        return np.array(x, dtype=np.float64).astype(storage(d)).astype(np.float32)[()]
+    if d.is_float:  # f32 for every float type: with f16/bf16 tiles too, as torch's CPU kernels do
+        return np.float32(float(v))
     i = f2i(v) if ty == F64 else int(v)
     return compute(d).type(wrap(i, 8 * d.itemsize))
 
@@ -439,10 +453,9 @@ class Core:
     def base(self, b: Buf) -> tuple[np.ndarray, int, int]:
         """(the buffer's memory as a flat array of its dtype, first element of the current slot, row stride)."""
         p = self.k.placement[b.id]
-        off = p.offset
+        nbytes, es = self.i64(p.offset), b.dtype.itemsize
         if p.slots > 1 and p.slot_of is not None:
-            off = S.add(off, S.mul(p.slot_of, p.slot_bytes))
-        nbytes, es = self.i64(off), b.dtype.itemsize
+            nbytes = wrap(nbytes + self.i64(p.slot_of) * self.i64(p.slot_bytes))
         assert nbytes % es == 0, f"buffer '{b.name}' at byte {nbytes} is not aligned to its {b.dtype} elements"
         return self.mems[p.mem].view(storage(b.dtype)), nbytes // es, self.i64(p.row_stride)
 
@@ -476,6 +489,9 @@ class Core:
             self.event(Instr.WAIT_FLAG if s.wait else Instr.SET_FLAG, pipe, s.loc, int(other), self.i64(s.event))
         elif isinstance(s, Barrier):
             self.event(Instr.BARRIER, Pipe.ALL, s.loc)
+        elif isinstance(s, (Store, Move)) and (getattr(s, "fix", None) is not None or getattr(s, "transpose", False)):
+            # the cube's data path (L0C fix-up, transposed L1 -> L0 moves) has no rule here yet
+            raise AssertionError(f"interpret: no rule for {type(s).__name__} with {s.fix or 'transpose'}")
         elif isinstance(s, Load):
             self.dma(s.instr, s.src, s.dst, True, s.loc)  # type: ignore[arg-type]
         elif isinstance(s, Store):
@@ -516,7 +532,8 @@ class Core:
         if not (rows <= cap_r and cols <= cap_c):
             raise self.fail("E301", f"a window of %d x %d elements does not fit buffer '{buf.name}' of %d x %d",
                             [rows, cols, cap_r, cap_c], "the buffer is smaller than the window copied into it", loc)
-        self.event(instr, INFO[instr][1], loc, cols * es, rows, ref.arg, off * es, stride * es)
+        gm_index = [p.slot for p in self.k.params if p.kind == "gm"].index(ref.arg)  # c: which GM tensor
+        self.event(instr, INFO[instr][1], loc, cols * es, rows, gm_index, off * es, stride * es)
         g = window(self.gm[ref.arg], off, rows, cols, stride, f"'{ref.name}'")
         b = self.view(buf, rows, cols)
         if is_load:
@@ -573,7 +590,7 @@ class Core:
         if d.cap[1] == S.const(1) and d.cap[0] != S.const(1):
             out = self.view(d, n, 1)[:, 0]
         else:
-            out = self.view(d, 1, n)[0] if n else np.empty(0, storage(d.dtype))
+            out = self.view(d, 1, n)[0]
         np.copyto(out, vals, casting="unsafe")
 
     def print_(self, s: Print) -> None:

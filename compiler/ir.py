@@ -87,11 +87,25 @@ class Load(Stmt):
 
 
 @dataclass(frozen=True)
+class Fix:
+    """What the FIX pipe applies on its way out of L0C: scale, then relu, then cast to `dtype`."""
+
+    dtype: DType
+    relu: bool = False
+    scale: SExpr | None = None
+
+    def __repr__(self) -> str:
+        parts = ([f"scale {fmt(self.scale)}"] if self.scale is not None else []) + (["relu"] if self.relu else [])
+        return " ".join(parts + [f"to {self.dtype}"])
+
+
+@dataclass(frozen=True)
 class Store(Stmt):
     dst: GMRef
     src: Buf
     instr: Instr | None = None
     loc: SourceLoc = _loc()
+    fix: Fix | None = None  # stores from L0C
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,8 @@ class Move(Stmt):
     src: Buf
     instr: Instr | None = None
     loc: SourceLoc = _loc()
+    transpose: bool = False  # L1 -> L0A/L0B: the L1 buffer holds the operand transposed
+    fix: Fix | None = None  # moves out of L0C
 
 
 @dataclass(frozen=True)
@@ -317,9 +333,11 @@ def _dump_body(body: tuple[Stmt, ...], ind: int, out: list[str], core: bool) -> 
         elif isinstance(s, Load):
             out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{line}")
         elif isinstance(s, Store):
-            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{line}")
+            fix = f" ({s.fix!r})" if s.fix is not None else ""
+            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{fix}{line}")
         elif isinstance(s, Move):
-            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{line}")
+            extra = (" (transposed)" if s.transpose else "") + (f" ({s.fix!r})" if s.fix is not None else "")
+            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{extra}{line}")
         elif isinstance(s, VOp):
             arg = f" ({s.arg})" if s.arg is not None else ""
             ext = "x".join(fmt(e) for e in s.dst.ext)

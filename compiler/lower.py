@@ -10,14 +10,30 @@ import types
 from dataclasses import dataclass, field
 
 from compiler import sexpr as S
-from compiler.ir import (Buf, Check, For, GMRef, If, Kernel, Load, Move, ParamSpec, Print, SetVar, Stmt,
-                         Store, VOp)
+from compiler.ir import (
+    Buf,
+    Check,
+    Fix,
+    For,
+    GMRef,
+    If,
+    Kernel,
+    Load,
+    Mmad,
+    Move,
+    ParamSpec,
+    Print,
+    SetVar,
+    Stmt,
+    Store,
+    VOp,
+)
 from compiler.sexpr import F64, I64, SExpr
-from compiler.values import GV, RV, SV, TR, Obj, ShapeV, TupleV, TV
+from compiler.values import FV, GV, MV, RV, SV, TGV, TR, TV, Obj, ShapeV, TupleV
 from dsl import ast as A
 from dsl.builtins import SPECS, UNARY, Builtin
 from dsl.errors import KernelError, SourceLoc
-from dsl.types import DType, Mem, _ConstType, _GMType, boolean, f32
+from dsl.types import DType, Mem, _ConstType, _GMType, bf16, boolean, f16, f32, i8, i32
 from simulator.isa import Instr
 
 BINARY_INSTR = {"+": Instr.VADD, "-": Instr.VSUB, "*": Instr.VMUL, "/": Instr.VDIV, "//": Instr.VFLOORDIV,
@@ -123,6 +139,8 @@ class Lowerer:
         self.nbuf = 0
         self.nvar = 0
         self.mutable = _assigned_more_than_once(fdef.body)
+        self.zero_cand: dict[int, tuple[VOp, str]] = {}  # dsl.zeros tiles that may become L0C accumulators
+        self.acc_init: dict[int, str] = {}  # L0C accumulator -> its "next mmad overwrites" flag
         self.var_depth: dict[str, int] = {}
         for p in params:
             if p.kind == "gm":
@@ -254,6 +272,10 @@ class Lowerer:
                       "use a new name for the new value")
         if isinstance(value, RV):
             value = TV(self.load(value, loc, name))
+        if isinstance(value, MV):
+            value = TV(self.mmad_new(value, loc, name))
+        if isinstance(value, FV):
+            value = TV(self.materialize(value, loc))
         old = self._find(name)
         if isinstance(value, SV):
             if isinstance(old, SV) and old.e.op == "var" and old.e.args[0] in self.kernel.scalar_vars:
@@ -283,6 +305,8 @@ class Lowerer:
         return None
 
     def write_into(self, dst: Buf, src: Buf, loc: SourceLoc) -> None:
+        if dst is src:
+            return
         if dst.dtype != src.dtype:
             raise err("E204", f"cannot assign a {src.dtype} tile to a {dst.dtype} tile", loc,
                       f"cast it: dsl.cast(..., {dst.dtype})")
@@ -452,7 +476,9 @@ class Lowerer:
             if e.attr == "dtype":
                 return Obj(base.p.dtype)
             if e.attr == "T":
-                raise err("E210", "transposed GM operands are only supported as matmul operands", e.loc)
+                if (base.p.rank or 0) < 2:
+                    raise err("E205", f"'{base.p.name}.T' needs a tensor of rank 2 or more", e.loc)
+                return TGV(base)
         if isinstance(base, TR):
             if e.attr in ("start", "len", "size", "index"):
                 return SV({"start": base.start, "len": base.len, "size": base.len, "index": base.index}[e.attr])
@@ -469,6 +495,15 @@ class Lowerer:
         base = self.expr(e.value)
         if isinstance(base, GV):
             return self.region(base, e.index, e.loc)
+        if isinstance(base, TGV):
+            idx = list(e.index.elts) if isinstance(e.index, A.Tuple) else [e.index]
+            if len(idx) < 2:
+                raise err("E205", "index a transposed tensor with at least two indices: x.T[m, k]", e.loc)
+            idx[-1], idx[-2] = idx[-2], idx[-1]
+            r = self.region(base.gm, A.Tuple(tuple(idx), e.index.loc), e.loc)
+            if r.rank != 2:
+                raise err("E205", "a window of x.T must keep both of its last two dimensions", e.loc)
+            return RV(r.gm, r.ref, 2, (r.cap[1], r.cap[0]), transposed=True)
         if isinstance(base, ShapeV):
             i = self.static_int(self.expr(e.index), e.index.loc, "shape index")
             if isinstance(base.of, GV):
@@ -566,6 +601,22 @@ class Lowerer:
                       "tile sizes must be compile-time constants or tensor shapes; use dsl.tiles(n, TILE)")
 
     def store(self, r: RV, value: object, loc: SourceLoc) -> None:
+        if r.transposed:
+            raise err("E210", "cannot store into a window of x.T", loc, "store into x's own window")
+        if isinstance(value, MV):
+            value = TV(self.mmad_new(value, loc, "t"))
+        fv = self.fixable(value)
+        if fv is not None:
+            b = fv.buf
+            if fv.fix.dtype != r.ref.dtype:  # type: ignore[attr-defined]
+                raise err("E204", f"cannot store a {fv.fix.dtype} result into '{r.ref.name}' of {r.ref.dtype}", loc,  # type: ignore
+                          f"cast it on the way out: dsl.cast(acc, {r.ref.dtype}) (done by the FIX pipe)")
+            if r.rank != 2 and b.rank == 2:
+                raise err("E205", f"cannot store a 2-D result into a rank-{r.rank} window of '{r.ref.name}'", loc)
+            for d, what in ((0, "rows"), (1, "columns")):
+                self.extent_check(b.ext[d], (r.ref.rows, r.ref.cols)[d], b.cap[d], r.cap[d], loc, f"store {what}")
+            self.emit(Store(r.ref, b, None, loc, fv.fix))  # type: ignore[arg-type]
+            return
         if isinstance(value, RV):
             value = TV(self.load(value, loc))
         if isinstance(value, SV):
@@ -621,20 +672,37 @@ class Lowerer:
     def scalar_for(self, v: SV, dtype: DType, loc: SourceLoc) -> SExpr:
         if v.is_float and not dtype.is_float:
             raise err("E204", f"a float scalar cannot be combined with a {dtype} tile", loc,
-                      f"cast the tile to a float type, or use an integer")
+                      "cast the tile to a float type, or use an integer")
         return S.to_float(v.e) if dtype.is_float else v.e
 
     def as_tile(self, v: object, loc: SourceLoc) -> Buf | None:
+        """A UB tile for a value used by the vector unit (loads GM windows, moves L0C results out)."""
         if isinstance(v, TV):
+            if v.buf.mem == Mem.L0C:
+                return self.materialize(FV(v.buf, Fix(v.buf.dtype)), loc)
             return v.buf
         if isinstance(v, RV):
+            if v.transposed:
+                raise err("E210", "a window of x.T can only be a matmul operand", loc)
             return self.load(v, loc)
+        if isinstance(v, MV):
+            return self.materialize(FV(self.mmad_new(v, loc, "t"), Fix(v.acc)), loc)  # type: ignore[arg-type]
+        if isinstance(v, FV):
+            return self.materialize(v, loc)
         return None
 
     # ---------------------------------------------------------- operators
     def binop(self, op: str, a: object, b: object, loc: SourceLoc) -> object:
         if op == "@":
             return self.matmul(a, b, loc)
+        if op == "+" and isinstance(b, MV) and isinstance(a, TV):
+            return TV(self.accumulate(a.buf, b, loc))
+        if op == "+" and isinstance(a, MV) and isinstance(b, TV):
+            return TV(self.accumulate(b.buf, a, loc))
+        if op == "*" and isinstance(b, SV) and self.fixable(a) is not None:
+            fv = self.fixable(a)
+            if fv.fix.scale is None and not fv.fix.relu and fv.fix.dtype == fv.buf.dtype:  # type: ignore[union-attr]
+                return FV(fv.buf, Fix(fv.buf.dtype, False, S.to_float(b.e)))  # type: ignore[union-attr]
         ta, tb = self.as_tile(a, loc), self.as_tile(b, loc)
         if ta is None and tb is None:
             if isinstance(a, SV) and isinstance(b, SV):
@@ -728,8 +796,104 @@ class Lowerer:
         return TV(self.vbinary(Instr.VCMP, ta if ta is not None else a, tb if tb is not None else b, e.loc, e.op,
                                arg=e.op, out_dtype=boolean))
 
+    # ---------------------------------------------------------- the cube
+    def fixable(self, v: object) -> FV | None:
+        """An L0C value the FIX pipe can still post-process, as an FV."""
+        if isinstance(v, FV):
+            return v
+        if isinstance(v, TV) and v.buf.mem == Mem.L0C:
+            return FV(v.buf, Fix(v.buf.dtype))
+        return None
+
+    def materialize(self, fv: FV, loc: SourceLoc) -> Buf:
+        """L0C -> UB through the FIX pipe (applying its scale/relu/cast), for the vector unit."""
+        src = fv.buf
+        dst = self.tmp(fv.fix.dtype, src.rank, src.cap, src.ext, loc)  # type: ignore[attr-defined]
+        self.emit(Move(dst, src, None, loc, False, fv.fix))  # type: ignore[arg-type]
+        return dst
+
+    def operand(self, v: object, role: str, loc: SourceLoc) -> tuple[Buf, bool, SExpr, SExpr, tuple[SExpr, SExpr]]:
+        """Stage a matmul operand in L1: (L1 buffer, transposed, rows, cols, logical capacity)."""
+        if isinstance(v, RV):
+            dt = v.ref.dtype
+            self.cube_dtype(dt, loc)
+            if v.rank != 2 and not (v.rank == 1 and role == "A"):
+                raise err("E205", f"the {role} operand of @ must be a 2-D window", loc)
+            stored = (v.cap[1], v.cap[0]) if v.transposed else v.cap
+            for c in stored:
+                self.require_static_or_shape(c, loc)
+            l1 = self.new_buf(f"{role.lower()}1", dt, 2, stored, (v.ref.rows, v.ref.cols), loc, Mem.L1)
+            self.emit(Load(l1, v.ref, None, loc))
+            rows, cols = (v.ref.cols, v.ref.rows) if v.transposed else (v.ref.rows, v.ref.cols)
+            return l1, v.transposed, rows, cols, v.cap
+        if isinstance(v, TV):
+            b = v.buf
+            if b.mem != Mem.L1:
+                raise err("E303", f"the cube reads its {role} operand from L0{role}, staged through L1; "
+                          f"'{b.name.split('.')[0]}' is in {b.mem.value}", loc,
+                          "matmul GM windows directly (a[m, k] @ b[k, n]) or dsl.copy them into an L1 buffer")
+            self.cube_dtype(b.dtype, loc)
+            return b, False, b.ext[0], b.ext[1], b.cap
+        raise err("E209", f"the {role} operand of @ must be a GM window or an L1 tile", loc)
+
+    def cube_dtype(self, dt: DType, loc: SourceLoc) -> None:
+        if dt not in (f16, bf16, f32, i8):
+            raise err("E502", f"the cube cannot multiply {dt} operands", loc,
+                      "cube operands are f16, bf16, f32 or i8: cast first")
+
     def matmul(self, a: object, b: object, loc: SourceLoc) -> object:
-        raise err("E501", "matmul (@) needs the cube unit, which this build does not have yet", loc)
+        la, ta, m, ka, capa = self.operand(a, "A", loc)
+        lb, tb, kb, n, capb = self.operand(b, "B", loc)
+        if la.dtype != lb.dtype:
+            raise err("E502", f"the cube cannot multiply {la.dtype} by {lb.dtype}", loc,
+                      f"cast both operands to one type, e.g. {la.dtype}")
+        if capa[1].is_const and capb[0].is_const and capa[1].value != capb[0].value:
+            raise err("E501", f"mismatched inner dimensions: [{_d(capa[0])}x{_d(capa[1])}] @ "
+                      f"[{_d(capb[0])}x{_d(capb[1])}]", loc, "the columns of A must equal the rows of B")
+        if ka != kb and not (ka.is_const and kb.is_const):
+            self.emit(Check(S.binary("==", ka, kb), "E501", "mismatched inner dimensions: A has %d columns, B %d rows",
+                            (ka, kb), "the columns of A must equal the rows of B", loc))
+        a0 = self.new_buf("a0", la.dtype, 2, capa, (m, ka), loc, Mem.L0A)
+        self.emit(Move(a0, la, None, loc, ta))
+        b0 = self.new_buf("b0", lb.dtype, 2, capb, (kb, n), loc, Mem.L0B)
+        self.emit(Move(b0, lb, None, loc, tb))
+        acc = i32 if la.dtype == i8 else f32
+        return MV(a0, b0, m, n, ka, acc, (capa[0], capb[1]))
+
+    def mmad_new(self, mv: MV, loc: SourceLoc, name: str) -> Buf:
+        c = self.new_buf(name if name != "t" else "acc", mv.acc, 2, mv.cap, (mv.m, mv.n), loc, Mem.L0C)  # type: ignore
+        self.emit(Mmad(c, mv.a, mv.b, mv.m, mv.n, mv.k, S.const(1), loc))
+        return c
+
+    def accumulate(self, acc: Buf, mv: MV, loc: SourceLoc) -> Buf:
+        """acc += A @ B: acc lives in L0C; a dsl.zeros accumulator moves there, zeroed by the first mmad."""
+        init: SExpr = S.const(0)
+        cand = self.zero_cand.pop(acc.id, None)
+        if acc.mem == Mem.UB and cand is not None:
+            stmt, var = cand
+            for body in self.bodies:
+                for i, s in enumerate(body):
+                    if s is stmt:
+                        body[i] = SetVar(var, S.const(1), stmt.loc)
+            acc.mem = Mem.L0C
+            self.acc_init[acc.id] = var
+        if acc.mem != Mem.L0C:
+            raise err("E303", f"'{acc.name.split('.')[0]}' is in {acc.mem.value}; the cube accumulates into L0C", loc,
+                      "start the accumulator with dsl.zeros((BM, BN), f32) and only add products to it")
+        if acc.dtype != mv.acc:
+            raise err("E502", f"a {mv.a.dtype} product accumulates in {mv.acc}, but '{acc.name.split('.')[0]}' is "
+                      f"{acc.dtype}", loc, f"make the accumulator {mv.acc}")
+        for d, (x, y) in enumerate(((acc.cap[0], mv.cap[0]), (acc.cap[1], mv.cap[1]))):
+            if x.is_const and y.is_const and x.value != y.value:
+                raise err("E205", f"the product is [{_d(mv.cap[0])}x{_d(mv.cap[1])}] but the accumulator is "
+                          f"[{_d(acc.cap[0])}x{_d(acc.cap[1])}]", loc)
+        var = self.acc_init.get(acc.id)
+        if var is not None:
+            init = S.var(var)
+        self.emit(Mmad(acc, mv.a, mv.b, mv.m, mv.n, mv.k, init, loc))
+        if var is not None:
+            self.emit(SetVar(var, S.const(0), loc))
+        return acc
 
     # ---------------------------------------------------------- calls
     def call_args(self, name: str, c: A.Call) -> dict[str, object]:
@@ -803,6 +967,9 @@ class Lowerer:
             raise err("E210", f"dsl.{name}() can only be iterated by a for loop", loc)
         if name in UNARY:
             v = args["x"]
+            fv = self.fixable(v)
+            if name == "relu" and fv is not None and not fv.fix.relu and fv.fix.dtype == fv.buf.dtype:  # type: ignore
+                return FV(fv.buf, Fix(fv.buf.dtype, True, fv.fix.scale))  # type: ignore[attr-defined]
             t = self.as_tile(v, loc)
             if t is None:
                 x = self.scalar(v, loc)
@@ -856,6 +1023,9 @@ class Lowerer:
 
     def cast(self, v: object, dt: object, loc: SourceLoc) -> object:
         dtype = self.dtype_arg(dt, loc)
+        fv = self.fixable(v)
+        if fv is not None and fv.fix.dtype == fv.buf.dtype and _fix_cast_ok(fv.buf.dtype, dtype):  # type: ignore
+            return FV(fv.buf, Fix(dtype, fv.fix.relu, fv.fix.scale))  # type: ignore[attr-defined]
         t = self.as_tile(v, loc)
         if t is None:
             x = self.scalar(v, loc)
@@ -933,7 +1103,15 @@ class Lowerer:
         if not isinstance(value, SV):
             raise err("E209", "dsl.full() fills with a scalar", loc)
         b = self.new_buf("t", dtype, rank, cap, cap, loc, mem)
-        self.emit(VOp(Instr.VDUP, b, (self.scalar_for(value, dtype, loc),), None, loc))
+        stmt = VOp(Instr.VDUP, b, (self.scalar_for(value, dtype, loc),), None, loc)
+        if mem == Mem.L0C:  # zeroed by the first mmad into it, not by the vector unit
+            var = self.new_var("acc.init", I64)
+            self.acc_init[b.id] = var
+            self.emit(SetVar(var, S.const(1), loc))
+            return b
+        self.emit(stmt)
+        if name == "zeros" and rank == 2:
+            self.zero_cand[b.id] = (stmt, self.new_var("acc.init", I64))
         return b
 
     def alloc(self, args: dict, loc: SourceLoc) -> Buf:
@@ -1013,6 +1191,14 @@ def _assigned_more_than_once(body: tuple[A.Stmt, ...]) -> set[str]:
 
     visit(body, False)
     return {n for n, c in counts.items() if c > 1}
+
+
+def _d(e: SExpr) -> str:
+    return str(e.value) if e.is_const else S.fmt(e)
+
+
+def _fix_cast_ok(src: DType, dst: DType) -> bool:
+    return (src == f32 and dst in (f32, f16, bf16)) or (src == i32 and dst == i32)
 
 
 def _close(word: str, options: list[str]) -> str | None:

@@ -45,12 +45,42 @@ class GV:
 
 @dataclass
 class RV:
-    """A window of a GM tensor (`x[t]`, `x[r, :]`); loaded when used as a value."""
+    """A window of a GM tensor (`x[t]`, `x[r, :]`); loaded when used as a value.
+    `transposed`: a window of `x.T` (the GM window is the transpose of the logical tile)."""
 
     gm: GV
     ref: GMRef
     rank: int
     cap: tuple[SExpr, SExpr]
+    transposed: bool = False
+
+
+@dataclass
+class TGV:
+    """`x.T` for a rank-2 (or batched) GM tensor: only usable as a matmul operand window."""
+
+    gm: GV
+
+
+@dataclass
+class MV:
+    """A product `A @ B` staged in L0A/L0B, not yet accumulated anywhere (m x n, summing k)."""
+
+    a: Buf
+    b: Buf
+    m: SExpr
+    n: SExpr
+    k: SExpr
+    acc: object  # DType of the accumulator (f32 or i32)
+    cap: tuple[SExpr, SExpr]
+
+
+@dataclass
+class FV:
+    """An L0C tile with FIX-pipe epilogue ops pending (scale, relu, cast): fused into the move out."""
+
+    buf: Buf
+    fix: object  # compiler.ir.Fix
 
 
 @dataclass

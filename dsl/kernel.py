@@ -100,6 +100,10 @@ class Kernel:
                 except ValueError:
                     pass
         self.env = env
+        # module-level constants the kernel reads are part of what it computes: key the cache on them
+        used = sorted({n.id for n in _names(self.fdef)})
+        self.env_key = "|".join(f"{n}={env[n]!r}" for n in used
+                                if n in env and isinstance(env[n], (int, float, str, bool, DType)))
         from compiler.lower import declare_params
 
         try:
@@ -228,7 +232,10 @@ class Kernel:
             if hit is not None:
                 return hit
             try:
-                compiled, plan = compile_kernel(self.fdef, self.source, self.env, params, spec, self.options, cfg)
+                # the file and line are part of the key: locations are baked into checks and traces
+                where = f"{self.filename}:{self.first_line}\n{self.env_key}\n"
+                compiled, plan = compile_kernel(self.fdef, where + self.source, self.env, params, spec, self.options,
+                                                cfg)
             except KernelError as e:
                 raise _strip(e) from None
             self._compiled[key] = (compiled, plan)
@@ -249,6 +256,21 @@ class Kernel:
 
 
 _MISSING = object()
+
+
+def _names(node: Any):  # type: ignore[no-untyped-def]
+    """Every `Name` node in an AST."""
+    from dsl import ast as A
+
+    if isinstance(node, A.Name):
+        yield node
+    if isinstance(node, tuple):
+        for x in node:
+            yield from _names(x)
+    elif hasattr(node, "__dataclass_fields__"):
+        for f in node.__dataclass_fields__:
+            if f != "loc":
+                yield from _names(getattr(node, f))
 
 
 class Launch:

@@ -20,6 +20,8 @@ ERR_CODE = 12
 ERR_CHECK = 13
 ERR_VALUES = 14  # 14..19
 N_ERR_VALUES = 6
+SCRATCH = 20  # host scratch for the cube's operand conversions (not a simulated memory)
+SCRATCH_BYTES = 1 << 20
 
 #: memory -> context word holding its base address
 MEM_WORD = {"L1": 2, "L0A": 3, "L0B": 4, "L0C": 5, "UB": 6}

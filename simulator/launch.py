@@ -47,6 +47,9 @@ class Contexts:
         self.words[:, abi.NUM_CORES] = n
         for name, word in abi.MEM_WORD.items():
             self.words[:, word] = self.mems.bases(Mem[name])
+        self.scratch = np.zeros(n * abi.SCRATCH_BYTES + 64, dtype=np.uint8)
+        base = self.scratch.ctypes.data + (-self.scratch.ctypes.data) % 64
+        self.words[:, abi.SCRATCH] = [base + i * abi.SCRATCH_BYTES for i in range(n)]
         self.ptr = self.words.ctypes.data
         self.lock = threading.Lock()  # one launch at a time uses these memories
 

@@ -60,9 +60,24 @@ def _scan(body: tuple[Stmt, ...], loops: list[For], pos: list[int], info: dict[i
                 d["dma"] = True
 
 
+CUBE_MEMS = (Mem.L1, Mem.L0A, Mem.L0B, Mem.L0C)
+
+
 def _row_stride(b: Buf) -> SExpr:
+    """UB: columns padded to 32 bytes. Cube memories hold fractals (NZ): the 'row stride' is the
+    padded column count, and rows are padded to 16 (see `fractal_pad`)."""
+    if b.mem in CUBE_MEMS:
+        return fractal_pad(b)[1]
     per = ALIGN // b.dtype.itemsize
     return S.align_up(b.cap[1], per)
+
+
+def fractal_pad(b: Buf) -> tuple[SExpr, SExpr]:
+    """Padded (rows, cols) of a buffer in a cube memory. L0C accumulators: both to 16. Operands
+    (L1, L0A, L0B): both to max(16, c0) where c0 = 32 bytes of the element type is the fractal
+    width (16 for f16/bf16/f32, 32 for i8), so every layout conversion agrees on the padding."""
+    p = 16 if b.mem == Mem.L0C else max(16, ALIGN // b.dtype.itemsize)
+    return S.align_up(b.cap[0], p), S.align_up(b.cap[1], p)
 
 
 def _inplace_ok(o: dict, d: dict) -> bool:
@@ -88,8 +103,9 @@ def place_buffers(k: Kernel, cfg) -> Kernel:  # type: ignore[no-untyped-def]
         loop = d["loops"][-1] if (slots > 1 and d["loops"]) else None
         slots = slots if loop is not None else 1
         stride = _row_stride(b)
+        rows = fractal_pad(b)[0] if b.mem in CUBE_MEMS else b.cap[0]
         d.update(slots=slots, stride=stride,
-                 slot_bytes=S.align_up(S.mul(S.mul(b.cap[0], stride), b.dtype.itemsize), ALIGN),
+                 slot_bytes=S.align_up(S.mul(S.mul(rows, stride), b.dtype.itemsize), ALIGN),
                  slot_of=S.binary("%", S.var(loop.it), slots) if loop is not None else None,
                  reusable=not d["dma"] and not b.explicit and slots == 1)
         by_mem.setdefault(b.mem, []).append(d)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from compiler.ir import Buf, For, If, Kernel, Load, Move, Stmt, Store, VOp
+from compiler.ir import Buf, For, If, Kernel, Load, Mmad, Move, Stmt, Store, VOp
 from dsl.errors import KernelError
 from dsl.types import Mem
 from simulator.isa import ROUTE, Instr
@@ -47,6 +47,11 @@ def _assign(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
             for b in (s.dst, *s.srcs):
                 if isinstance(b, Buf):
                     _vector_operand(b, s)
+        elif isinstance(s, Mmad):
+            for b, want, role in ((s.a, Mem.L0A, "A"), (s.b, Mem.L0B, "B"), (s.dst, Mem.L0C, "C")):
+                if b.mem != want:
+                    raise KernelError("E303", f"the cube reads {role} from {want.value}, but '{b.name.split('.')[0]}'"
+                                      f" is in {b.mem.value}", s.loc, "let the compiler stage matmul operands")
         elif isinstance(s, For):
             s = dataclasses.replace(s, body=_assign(s.body))
         elif isinstance(s, If):

@@ -29,7 +29,7 @@ from compiler.ir import (
     VOp,
 )
 from compiler.sexpr import F64, I64, SExpr
-from compiler.values import FV, GV, MV, RV, SV, TGV, TR, TV, Obj, ShapeV, TupleV
+from compiler.values import FV, GV, MV, RV, SV, SW, TGV, TR, TV, Obj, ShapeV, TupleV
 from dsl import ast as A
 from dsl.builtins import SPECS, UNARY, Builtin
 from dsl.errors import KernelError, SourceLoc
@@ -349,7 +349,11 @@ class Lowerer:
                 if len(targets) != 1:
                     raise err("E205", "dsl.range gives one index", s.target.loc)
                 v = self.new_var(targets[0].id, I64)
-                self.bind(targets[0].id, SV(S.var(v)))
+                if step.is_const and step.value > 1:
+                    ln = S.smin(step, S.sub(stop, S.var(v)))
+                    self.bind(targets[0].id, SW(S.var(v), False, ln, step))
+                else:
+                    self.bind(targets[0].id, SV(S.var(v)))
                 self.frozen_loop(targets[0].id)
                 kind, tile, var = "range", None, v
             elif fname == "tiles":
@@ -556,6 +560,8 @@ class Lowerer:
             v = self.expr(ix)
             if isinstance(v, TR):
                 dims.append((v.start, v.len, v.cap, False))
+            elif isinstance(v, SW):
+                dims.append((v.e, v.len, v.cap, False))
             elif isinstance(v, SV):
                 if v.is_float:
                     raise err("E204", "GM indices must be integers", ix.loc)
@@ -876,6 +882,7 @@ class Lowerer:
                     if s is stmt:
                         body[i] = SetVar(var, S.const(1), stmt.loc)
             acc.mem = Mem.L0C
+            acc.ext = (mv.m, mv.n)  # valid where the products land (short edge blocks included)
             self.acc_init[acc.id] = var
         if acc.mem != Mem.L0C:
             raise err("E303", f"'{acc.name.split('.')[0]}' is in {acc.mem.value}; the cube accumulates into L0C", loc,

@@ -11,24 +11,30 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING, Any
+
 from compiler import jit
-from compiler.codegen import CheckInfo, generate
-from compiler.ir import Kernel, ParamSpec, dump
-from compiler.lower import lower
-from compiler.passes.place import place_buffers
-from compiler.passes.split import split_cores
-from compiler.passes.sync import insert_sync
-from compiler.passes.units import assign_units
-from dsl import ast as A
 from dsl.errors import SourceLoc
 
-#: the schedule, in order: (name, fn(kernel, cfg) -> kernel)
-STAGES = [
-    ("split_cores", lambda k, cfg: split_cores(k)),
-    ("assign_units", lambda k, cfg: assign_units(k)),
-    ("place_buffers", place_buffers),
-    ("insert_sync", lambda k, cfg: insert_sync(k)),
-]
+if TYPE_CHECKING:
+    from compiler.ir import Kernel, ParamSpec
+    from dsl import ast as A
+
+
+def stages() -> list[tuple[str, Any]]:
+    """The schedule, in order: (name, fn(kernel, cfg) -> kernel). Imported on first compile only:
+    a launch served from the cache never loads the compiler's passes."""
+    from compiler.passes.place import place_buffers
+    from compiler.passes.split import split_cores
+    from compiler.passes.sync import insert_sync
+    from compiler.passes.units import assign_units
+
+    return [
+        ("split_cores", lambda k, cfg: split_cores(k)),
+        ("assign_units", lambda k, cfg: assign_units(k)),
+        ("place_buffers", place_buffers),
+        ("insert_sync", lambda k, cfg: insert_sync(k)),
+    ]
 EMITS = ("ast", "tile", "core", "llvm", "asm")
 
 
@@ -40,7 +46,7 @@ class Plan:
     symbol: str
     params: list[ParamSpec]
     nwords: int
-    checks: list[CheckInfo]
+    checks: list[Any]  # compiler.codegen.CheckInfo
     locs: list[SourceLoc]
     strings: dict = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
@@ -48,13 +54,15 @@ class Plan:
 
 def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg,  # type: ignore[no-untyped-def]
             stop: str | None = None, timings: dict[str, float] | None = None) -> Kernel:
+    from compiler.lower import lower
+
     t = time.perf_counter()
     k = lower(fdef, env, params, options)
     if timings is not None:
         timings["lower"] = (time.perf_counter() - t) * 1e3
     if stop == "tile":
         return k
-    for name, fn in STAGES:
+    for name, fn in stages():
         t = time.perf_counter()
         k = fn(k, cfg)
         if timings is not None:
@@ -81,6 +89,8 @@ def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[Par
     sym = symbol_for(fdef.name, key)
 
     def build() -> tuple[str, Plan]:
+        from compiler.codegen import generate
+
         timings: dict[str, float] = {}
         k = to_core(fdef, env, params, options, cfg, timings=timings)
         t = time.perf_counter()
@@ -93,6 +103,10 @@ def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[Par
 
 def emit(stage: str, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg) -> str:  # type: ignore[no-untyped-def]
     """Text of one stage, for `vinci compile --emit`."""
+    from compiler.codegen import generate
+    from compiler.ir import dump
+    from dsl import ast as A
+
     if stage == "ast":
         return A.dump(fdef)
     if stage == "tile":

@@ -20,6 +20,15 @@ class SV:
 
 
 @dataclass
+class SW(SV):
+    """A `dsl.range(start, stop, STEP)` index with a constant STEP > 1: a scalar in arithmetic, and
+    the window [k, min(k + STEP, stop)) when it indexes a GM tensor (`a[m, k] @ b[k, n]`)."""
+
+    len: SExpr = None  # type: ignore[assignment]
+    cap: SExpr = None  # type: ignore[assignment]
+
+
+@dataclass
 class TV:
     """A tile (on-chip buffer)."""
 

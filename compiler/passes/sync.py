@@ -148,6 +148,14 @@ def _region(body: tuple[Stmt, ...], k: Kernel, loop: For | None,
     """Returns (statements before the loop, the new body, statements after the loop)."""
     n = len(body)
     items = [(pos, _keys(s, k)) for pos, s in enumerate(body)]
+    # a buffer only a nested loop or if touches is that item's own business: its region syncs it,
+    # and its drained flags order it against the next time round
+    count: dict[object, int] = {}
+    for _, keys in items:
+        for key in {a[0] for a in keys}:
+            count[key] = count.get(key, 0) + 1
+    items = [(pos, [a for a in keys if count[a[0]] > 1 or not isinstance(body[pos], (For, If))])
+             for pos, keys in items]
     items = [(pos, keys) for pos, keys in items if keys]
     edges = _edges(items, n, loop is not None)
     ids = _Ids(base)

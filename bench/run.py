@@ -1,0 +1,143 @@
+"""Vinci benchmarks: host time against torch in the same run, simulated cycles against the roofline.
+
+Prints ratios; asserts nothing. `make bench` runs it; `--quick` uses smaller sizes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples" / "kernels"))
+
+
+def best(fn, reps: int = 9) -> float:  # type: ignore[no-untyped-def]
+    """Best-of-N wall time in seconds (the machine is shared: the minimum is the stable figure)."""
+    fn()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return min(ts)
+
+
+def host_vector(n: int) -> list[dict]:
+    import torch
+
+    from compiler.config import CONFIG
+    from vadd import vadd, vadd_any
+
+    CONFIG.threads = 1
+    torch.set_num_threads(1)
+    rows = []
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        x = torch.randn(n).to(dt)
+        y = torch.randn(n).to(dt)
+        z = torch.empty_like(x)
+        k = vadd if dt == torch.float32 else vadd_any
+        tile = 2048 if dt == torch.float32 else 4096
+        tv = best(lambda: k[24](x, y, z, TILE=tile))
+        assert torch.equal(z, x + y)
+        tt = best(lambda: torch.add(x, y, out=z))
+        rows.append({"what": f"vadd {str(dt).replace('torch.', '')} n={n}", "vinci_ms": tv * 1e3,
+                     "torch_ms": tt * 1e3, "ratio": tv / tt})
+    return rows
+
+
+def simulated(n: int) -> list[dict]:
+    import numpy as np
+
+    from swish import swish
+    from vadd import vadd
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    z = np.empty_like(x)
+    rows = []
+    for name, k, args in (("vadd f32", vadd, (x, y, z)), ("swish f32", swish, (x, z))):
+        for buffers in (2, 1):
+            run = k.with_options(buffers=buffers)[24].profile(*args)
+            rows.append({"what": f"{name} n={n} buffers={buffers}", "cycles": run.cycles, "bound": run.bound,
+                         "efficiency": run.efficiency, "busiest": max(run.pipes.items(), key=lambda kv: kv[1])[0]})
+    return rows
+
+
+COMPILE = """
+import sys, time, json
+t0 = time.perf_counter()
+sys.path.insert(0, {root!r}); sys.path.insert(0, {ex!r})
+import numpy as np
+from vadd import vadd
+t1 = time.perf_counter()
+x = np.ones(1000, np.float32); z = np.empty_like(x)
+vadd[4](x, x, z)
+t2 = time.perf_counter()
+c, plan = next(iter(vadd._compiled.values()))
+print(json.dumps({{"import_ms": (t1 - t0) * 1e3, "first_launch_ms": (t2 - t1) * 1e3, "compile_ms": c.compile_ms,
+                   "from": c.from_cache, "stages": plan.timings}}))
+"""
+
+
+def compile_times() -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, VINCI_CACHE_DIR=d)
+        for label in ("cold (empty cache)", "second process (disk cache)"):
+            out = subprocess.run([sys.executable, "-c", COMPILE.format(root=str(ROOT), ex=str(ROOT / "examples/kernels"))],
+                                 env=env, capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append({"what": f"vadd {label}", "compile_or_load_ms": r["compile_ms"],
+                         "first_launch_ms": r["first_launch_ms"], "import_ms": r["import_ms"], "from": r["from"] or "compiled"})
+    return rows
+
+
+def table(rows: list[dict]) -> None:
+    keys = list(rows[0])
+    widths = {k: max(len(k), *(len(_fmt(r[k])) for r in rows)) for k in keys}
+    print("  " + "  ".join(k.ljust(widths[k]) for k in keys))
+    for r in rows:
+        print("  " + "  ".join(_fmt(r[k]).ljust(widths[k]) for k in keys))
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.1%}" if 0 < v <= 1.0 and v != 1.0 and False else f"{v:.3g}" if v < 100 else f"{v:.0f}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {x:.1f}" for k, x in v.items())
+    return str(v)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", choices=("host", "sim", "compile", "cube"), default=None)
+    ns = p.parse_args()
+    n = 1 << (20 if ns.quick else 24)
+    if ns.only in (None, "host"):
+        print(f"== host time, 1 thread, against torch single-thread (ratio < 1: Vinci faster)")
+        table(host_vector(n))
+    if ns.only in (None, "sim"):
+        print("\n== simulated on ascend910b1, 24 cores (efficiency = roofline bound / cycles)")
+        table(simulated(n // 4))
+    if ns.only in (None, "compile"):
+        print("\n== compile and cache")
+        table(compile_times())
+    if ns.only in (None, "cube"):
+        cube = ROOT / "bench" / "cube.py"
+        if cube.exists():
+            print()
+            subprocess.run([sys.executable, str(cube)] + (["--quick"] if ns.quick else []), check=False)
+
+
+if __name__ == "__main__":
+    main()

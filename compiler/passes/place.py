@@ -141,6 +141,12 @@ def place_buffers(k: Kernel, cfg) -> Kernel:  # type: ignore[no-untyped-def]
                 total = size.value * d["slots"]
                 live = [(o["off"], o["end"]) for o in static if not dead(o)]
                 off = _first_fit(live, total)
+                if off + total > cap_bytes and d["slots"] > 1 and not b.explicit:
+                    # double buffering does not fit: keep one buffer (the pipes then take turns)
+                    single = _first_fit(live, size.value)
+                    if single + size.value <= cap_bytes:
+                        d.update(slots=1, slot_of=None)
+                        off, total = single, size.value
                 if off + total > cap_bytes:
                     used = sum(e - s0 for s0, e in live)
                     raise _overflow(b, d, total, max(cap_bytes - used, 0), mem, k)

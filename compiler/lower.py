@@ -292,6 +292,8 @@ class Lowerer:
                 return
             self.bind(name, value)
             return
+        if isinstance(value, TV) and value.buf.name[:1] == "t" and value.buf.name[1:].isdigit():
+            value.buf.name = f"{name}.{value.buf.id}"  # a fresh tile takes the name it is bound to
         if isinstance(value, TV) and isinstance(old, TV) and old.buf.depth < self.depth:
             # a tile defined outside this loop body: update it in place so the loop carries it
             self.write_into(old.buf, value.buf, loc)

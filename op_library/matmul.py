@@ -1,0 +1,158 @@
+"""Matrix products on the cube: matmul / mm / bmm / linear, forward and backward.
+
+Every kernel tiles the output into BM x BN blocks dealt over the cores (`dsl.tiles2d`), runs a
+K loop that stages A and B windows GM -> L1 -> L0A/L0B and accumulates in L0C, and leaves
+through the FIX pipe (casting to the output dtype on the way). Transposed operands are read as
+windows of `x.T`: the DMA reads the stored layout and the L1 -> L0 move transposes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import dsl
+from dsl import GM, Const, f32, i8, i32
+
+
+@dsl.kernel
+def mm_kernel(a: GM, b: GM, c: GM, TA: Const[bool] = False, TB: Const[bool] = False,
+              BM: Const[int] = 128, BN: Const[int] = 128, BK: Const[int] = 64):
+    """c = op(a) @ op(b), op = transpose when TA / TB."""
+    M = a.shape[1] if TA else a.shape[0]
+    K = a.shape[0] if TA else a.shape[1]
+    N = b.shape[0] if TB else b.shape[1]
+    for m, n in dsl.tiles2d((M, N), (BM, BN)):
+        acc = dsl.zeros((BM, BN), i32 if a.dtype == i8 else f32)
+        for k in dsl.range(0, K, BK):
+            if TA:
+                if TB:
+                    acc += a.T[m, k] @ b.T[k, n]
+                else:
+                    acc += a.T[m, k] @ b[k, n]
+            else:
+                if TB:
+                    acc += a[m, k] @ b.T[k, n]
+                else:
+                    acc += a[m, k] @ b[k, n]
+        c[m, n] = dsl.cast(acc, c.dtype)
+
+
+@dsl.kernel
+def bmm_kernel(a: GM, b: GM, c: GM, TA: Const[bool] = False, TB: Const[bool] = False,
+               BM: Const[int] = 128, BN: Const[int] = 128, BK: Const[int] = 64):
+    """c[i] = op(a[i]) @ op(b[i]) for every batch i; blocks of all batches are dealt over the cores."""
+    M = a.shape[2] if TA else a.shape[1]
+    K = a.shape[1] if TA else a.shape[2]
+    N = b.shape[1] if TB else b.shape[2]
+    for i, m in dsl.tiles2d((a.shape[0], M), (1, BM)):
+        for n in dsl.tiles(N, BN):
+            acc = dsl.zeros((BM, BN), i32 if a.dtype == i8 else f32)
+            for k in dsl.range(0, K, BK):
+                if TA:
+                    if TB:
+                        acc += a.T[i.start, m, k] @ b.T[i.start, k, n]
+                    else:
+                        acc += a.T[i.start, m, k] @ b[i.start, k, n]
+                else:
+                    if TB:
+                        acc += a[i.start, m, k] @ b.T[i.start, k, n]
+                    else:
+                        acc += a[i.start, m, k] @ b[i.start, k, n]
+            c[i.start, m, n] = dsl.cast(acc, c.dtype)
+
+
+@dsl.kernel
+def linear_kernel(x: GM, w: GM, bias: GM, y: GM, BM: Const[int] = 64, BN: Const[int] = 128,
+                  BK: Const[int] = 64):
+    """y = x @ w.T + bias (torch.nn.functional.linear): the bias add runs on the vector unit
+    (L0C -> UB on FIX, V add, UB -> GM on MTE3)."""
+    for m, n in dsl.tiles2d((x.shape[0], w.shape[0]), (BM, BN)):
+        acc = dsl.zeros((BM, BN), f32)
+        for k in dsl.range(0, x.shape[1], BK):
+            acc += x[m, k] @ w.T[k, n]
+        y[m, n] = dsl.cast(acc + dsl.cast(bias[n], f32), y.dtype)
+
+
+@dsl.kernel
+def col_sum_kernel(g: GM, out: GM, R: Const[int] = 32, C: Const[int] = 256):
+    """out[j] = sum_i g[i, j] (the bias gradient): column blocks over cores, f32 accumulation."""
+    for c in dsl.tiles(g.shape[1], C):
+        acc = dsl.sum(dsl.cast(g[0:dsl.min(R, g.shape[0]), c], f32), axis=0, keepdims=True)
+        for r in dsl.range(R, g.shape[0], R):
+            acc = acc + dsl.sum(dsl.cast(g[r, c], f32), axis=0, keepdims=True)
+        out[c] = dsl.cast(dsl.sum(acc, axis=0), out.dtype)
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _blocks(m: int, n: int, k: int) -> dict[str, int]:
+    """Block sizes: 128 x 128 x 64 fit L0A/L0B/L0C double-buffered for every operand type."""
+    return {"BM": 128, "BN": 128, "BK": 64}
+
+
+def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, out_dtype: Any = None,
+           cores: int | None = None) -> Any:
+    """op(a) @ op(b) for 2-D torch tensors (f16, bf16, f32, i8), result in out_dtype (default: a's,
+    i32 for i8 inputs)."""
+    torch = _torch()
+    M = a.shape[1] if transpose_a else a.shape[0]
+    K = a.shape[0] if transpose_a else a.shape[1]
+    K2 = b.shape[1] if transpose_b else b.shape[0]
+    N = b.shape[0] if transpose_b else b.shape[1]
+    if K != K2:
+        raise ValueError(f"matmul: inner dimensions differ ({K} vs {K2})")
+    dt = out_dtype or (torch.int32 if a.dtype == torch.int8 else a.dtype)
+    c = torch.empty((M, N), dtype=dt)
+    launch = mm_kernel[cores] if cores else mm_kernel
+    launch(a.contiguous(), b.contiguous(), c, TA=transpose_a, TB=transpose_b, **_blocks(M, N, K))
+    return c
+
+
+def bmm(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, cores: int | None = None) -> Any:
+    torch = _torch()
+    B = a.shape[0]
+    M = a.shape[2] if transpose_a else a.shape[1]
+    N = b.shape[1] if transpose_b else b.shape[2]
+    c = torch.empty((B, M, N), dtype=torch.int32 if a.dtype == torch.int8 else a.dtype)
+    launch = bmm_kernel[cores] if cores else bmm_kernel
+    launch(a.contiguous(), b.contiguous(), c, TA=transpose_a, TB=transpose_b)
+    return c
+
+
+def linear(x: Any, w: Any, bias: Any = None, cores: int | None = None) -> Any:
+    torch = _torch()
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    if bias is None:
+        y = matmul(x2, w, transpose_b=True, cores=cores)
+    else:
+        y = torch.empty((x2.shape[0], w.shape[0]), dtype=x.dtype)
+        launch = linear_kernel[cores] if cores else linear_kernel
+        launch(x2, w.contiguous(), bias.contiguous(), y)
+    return y.reshape(*lead, w.shape[0])
+
+
+def matmul_backward(grad: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """For c = a @ b: (grad_a, grad_b) = (grad @ b.T, a.T @ grad)."""
+    return matmul(grad, b, transpose_b=True), matmul(a, grad, transpose_a=True)
+
+
+def bmm_backward(grad: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    return bmm(grad, b, transpose_b=True), bmm(a, grad, transpose_a=True)
+
+
+def linear_backward(grad: Any, x: Any, w: Any, with_bias: bool = True) -> tuple[Any, Any, Any]:
+    """For y = x @ w.T + b: grad_x = grad @ w, grad_w = grad.T @ x, grad_b = grad summed over rows."""
+    torch = _torch()
+    g2 = grad.reshape(-1, grad.shape[-1]).contiguous()
+    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    gx = matmul(g2, w).reshape(x.shape)
+    gw = matmul(g2, x2, transpose_a=True)
+    gb = None
+    if with_bias:
+        gb = torch.empty(g2.shape[1], dtype=grad.dtype)
+        col_sum_kernel(g2, gb)
+    return gx, gw, gb

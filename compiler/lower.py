@@ -509,7 +509,8 @@ class Lowerer:
             r = self.region(base.gm, A.Tuple(tuple(idx), e.index.loc), e.loc)
             if r.rank != 2:
                 raise err("E205", "a window of x.T must keep both of its last two dimensions", e.loc)
-            return RV(r.gm, r.ref, 2, (r.cap[1], r.cap[0]), transposed=True)
+            return RV(r.gm, r.ref, 2, (r.cap[1], r.cap[0]), transposed=True,
+                      full=(r.full[1], r.full[0]) if r.full else None)
         if isinstance(base, ShapeV):
             i = self.static_int(self.expr(e.index), e.index.loc, "shape index")
             if isinstance(base.of, GV):
@@ -593,7 +594,8 @@ class Lowerer:
         rows = dims[tiled[0]] if len(tiled) == 2 else (S.const(0), ONE, ONE, False)
         stride = strides[tiled[0]] if len(tiled) == 2 else cols[1]
         ref = GMRef(g.p.slot, g.p.name, g.p.dtype, offset, rows[1], cols[1], stride, g.numel())
-        return RV(g, ref, len(tiled), (rows[2], cols[2]))
+        full = (g.shape(tiled[0]) if len(tiled) == 2 else ONE, g.shape(tiled[-1]))
+        return RV(g, ref, len(tiled), (rows[2], cols[2]), full=full)
 
     def load(self, r: RV, loc: SourceLoc, name: str = "t") -> Buf:
         for c in r.cap:
@@ -850,6 +852,16 @@ class Lowerer:
                       "cube operands are f16, bf16, f32 or i8: cast first")
 
     def matmul(self, a: object, b: object, loc: SourceLoc) -> object:
+        # check the inner dimensions before any operand moves (a mismatch would read out of bounds)
+        ea, eb = _logical_extent(a), _logical_extent(b)
+        if (isinstance(a, RV) and isinstance(b, RV) and a.full and b.full and ea is not None and eb is not None
+                and ea[1] == eb[0] and not ea[1].is_const):
+            # both K windows come from one walk over K: the walked dimensions themselves must agree
+            ea, eb = (a.full[::-1] if a.transposed else a.full), (b.full[::-1] if b.transposed else b.full)
+        if ea is not None and eb is not None and ea[1] != eb[0] and not (ea[1].is_const and eb[0].is_const):
+            self.emit(Check(S.binary("==", ea[1], eb[0]), "E501",
+                            "mismatched inner dimensions: A has %d columns, B %d rows", (ea[1], eb[0]),
+                            "the columns of A must equal the rows of B", loc))
         la, ta, m, ka, capa = self.operand(a, "A", loc)
         lb, tb, kb, n, capb = self.operand(b, "B", loc)
         if la.dtype != lb.dtype:
@@ -858,9 +870,6 @@ class Lowerer:
         if capa[1].is_const and capb[0].is_const and capa[1].value != capb[0].value:
             raise err("E501", f"mismatched inner dimensions: [{_d(capa[0])}x{_d(capa[1])}] @ "
                       f"[{_d(capb[0])}x{_d(capb[1])}]", loc, "the columns of A must equal the rows of B")
-        if ka != kb and not (ka.is_const and kb.is_const):
-            self.emit(Check(S.binary("==", ka, kb), "E501", "mismatched inner dimensions: A has %d columns, B %d rows",
-                            (ka, kb), "the columns of A must equal the rows of B", loc))
         a0 = self.new_buf("a0", la.dtype, 2, capa, (m, ka), loc, Mem.L0A)
         self.emit(Move(a0, la, None, loc, ta))
         b0 = self.new_buf("b0", lb.dtype, 2, capb, (kb, n), loc, Mem.L0B)
@@ -1200,6 +1209,14 @@ def _assigned_more_than_once(body: tuple[A.Stmt, ...]) -> set[str]:
 
     visit(body, False)
     return {n for n, c in counts.items() if c > 1}
+
+
+def _logical_extent(v: object) -> tuple[SExpr, SExpr] | None:
+    if isinstance(v, RV):
+        return (v.ref.cols, v.ref.rows) if v.transposed else (v.ref.rows, v.ref.cols)
+    if isinstance(v, TV):
+        return v.buf.ext
+    return None
 
 
 def _d(e: SExpr) -> str:

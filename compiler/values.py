@@ -62,6 +62,7 @@ class RV:
     rank: int
     cap: tuple[SExpr, SExpr]
     transposed: bool = False
+    full: tuple[SExpr, SExpr] | None = None  # sizes of the tensor dimensions the window's rows/cols run along
 
 
 @dataclass

@@ -857,7 +857,7 @@ class Lowerer:
         if (isinstance(a, RV) and isinstance(b, RV) and a.full and b.full and ea is not None and eb is not None
                 and ea[1] == eb[0] and not ea[1].is_const):
             # both K windows come from one walk over K: the walked dimensions themselves must agree
-            ea, eb = (a.full[::-1] if a.transposed else a.full), (b.full[::-1] if b.transposed else b.full)
+            ea, eb = a.full, b.full  # logical (rows, cols), transposed windows included
         if ea is not None and eb is not None and ea[1] != eb[0] and not (ea[1].is_const and eb[0].is_const):
             self.emit(Check(S.binary("==", ea[1], eb[0]), "E501",
                             "mismatched inner dimensions: A has %d columns, B %d rows", (ea[1], eb[0]),

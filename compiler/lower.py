@@ -19,7 +19,6 @@ from compiler.ir import (
     If,
     Kernel,
     Load,
-    Mmad,
     Move,
     ParamSpec,
     Print,
@@ -28,12 +27,13 @@ from compiler.ir import (
     Store,
     VOp,
 )
+from compiler.lower_cube import CubeLowering, _fix_cast_ok
 from compiler.sexpr import F64, I64, SExpr
 from compiler.values import FV, GV, MV, RV, SV, SW, TGV, TR, TV, Obj, ShapeV, TupleV
 from dsl import ast as A
 from dsl.builtins import SPECS, UNARY, Builtin
 from dsl.errors import KernelError, SourceLoc
-from dsl.types import DType, Mem, _ConstType, _GMType, bf16, boolean, f16, f32, i8, i32
+from dsl.types import DType, Mem, _ConstType, _GMType, boolean
 from simulator.isa import Instr
 
 BINARY_INSTR = {"+": Instr.VADD, "-": Instr.VSUB, "*": Instr.VMUL, "/": Instr.VDIV, "//": Instr.VFLOORDIV,
@@ -128,7 +128,7 @@ class Scope:
     names: dict[str, object] = field(default_factory=dict)
 
 
-class Lowerer:
+class Lowerer(CubeLowering):
     def __init__(self, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict):
         self.fdef, self.genv, self.options = fdef, env, options
         self.kernel = Kernel(fdef.name, params, (), 0, [], options=dict(options))
@@ -806,113 +806,6 @@ class Lowerer:
         return TV(self.vbinary(Instr.VCMP, ta if ta is not None else a, tb if tb is not None else b, e.loc, e.op,
                                arg=e.op, out_dtype=boolean))
 
-    # ---------------------------------------------------------- the cube
-    def fixable(self, v: object) -> FV | None:
-        """An L0C value the FIX pipe can still post-process, as an FV."""
-        if isinstance(v, FV):
-            return v
-        if isinstance(v, TV) and v.buf.mem == Mem.L0C:
-            return FV(v.buf, Fix(v.buf.dtype))
-        return None
-
-    def materialize(self, fv: FV, loc: SourceLoc) -> Buf:
-        """L0C -> UB through the FIX pipe (applying its scale/relu/cast), for the vector unit."""
-        src = fv.buf
-        dst = self.tmp(fv.fix.dtype, src.rank, src.cap, src.ext, loc)  # type: ignore[attr-defined]
-        self.emit(Move(dst, src, None, loc, False, fv.fix))  # type: ignore[arg-type]
-        return dst
-
-    def operand(self, v: object, role: str, loc: SourceLoc) -> tuple[Buf, bool, SExpr, SExpr, tuple[SExpr, SExpr]]:
-        """Stage a matmul operand in L1: (L1 buffer, transposed, rows, cols, logical capacity)."""
-        if isinstance(v, RV):
-            dt = v.ref.dtype
-            self.cube_dtype(dt, loc)
-            if v.rank != 2 and not (v.rank == 1 and role == "A"):
-                raise err("E205", f"the {role} operand of @ must be a 2-D window", loc)
-            stored = (v.cap[1], v.cap[0]) if v.transposed else v.cap
-            for c in stored:
-                self.require_static_or_shape(c, loc)
-            l1 = self.new_buf(f"{role.lower()}1", dt, 2, stored, (v.ref.rows, v.ref.cols), loc, Mem.L1)
-            self.emit(Load(l1, v.ref, None, loc))
-            rows, cols = (v.ref.cols, v.ref.rows) if v.transposed else (v.ref.rows, v.ref.cols)
-            return l1, v.transposed, rows, cols, v.cap
-        if isinstance(v, TV):
-            b = v.buf
-            if b.mem != Mem.L1:
-                raise err("E303", f"the cube reads its {role} operand from L0{role}, staged through L1; "
-                          f"'{b.name.split('.')[0]}' is in {b.mem.value}", loc,
-                          "matmul GM windows directly (a[m, k] @ b[k, n]) or dsl.copy them into an L1 buffer")
-            self.cube_dtype(b.dtype, loc)
-            return b, False, b.ext[0], b.ext[1], b.cap
-        raise err("E209", f"the {role} operand of @ must be a GM window or an L1 tile", loc)
-
-    def cube_dtype(self, dt: DType, loc: SourceLoc) -> None:
-        if dt not in (f16, bf16, f32, i8):
-            raise err("E502", f"the cube cannot multiply {dt} operands", loc,
-                      "cube operands are f16, bf16, f32 or i8: cast first")
-
-    def matmul(self, a: object, b: object, loc: SourceLoc) -> object:
-        # check the inner dimensions before any operand moves (a mismatch would read out of bounds)
-        ea, eb = _logical_extent(a), _logical_extent(b)
-        if (isinstance(a, RV) and isinstance(b, RV) and a.full and b.full and ea is not None and eb is not None
-                and ea[1] == eb[0] and not ea[1].is_const):
-            # both K windows come from one walk over K: the walked dimensions themselves must agree
-            ea, eb = a.full, b.full  # logical (rows, cols), transposed windows included
-        if ea is not None and eb is not None and ea[1] != eb[0] and not (ea[1].is_const and eb[0].is_const):
-            self.emit(Check(S.binary("==", ea[1], eb[0]), "E501",
-                            "mismatched inner dimensions: A has %d columns, B %d rows", (ea[1], eb[0]),
-                            "the columns of A must equal the rows of B", loc))
-        la, ta, m, ka, capa = self.operand(a, "A", loc)
-        lb, tb, kb, n, capb = self.operand(b, "B", loc)
-        if la.dtype != lb.dtype:
-            raise err("E502", f"the cube cannot multiply {la.dtype} by {lb.dtype}", loc,
-                      f"cast both operands to one type, e.g. {la.dtype}")
-        if capa[1].is_const and capb[0].is_const and capa[1].value != capb[0].value:
-            raise err("E501", f"mismatched inner dimensions: [{_d(capa[0])}x{_d(capa[1])}] @ "
-                      f"[{_d(capb[0])}x{_d(capb[1])}]", loc, "the columns of A must equal the rows of B")
-        a0 = self.new_buf("a0", la.dtype, 2, capa, (m, ka), loc, Mem.L0A)
-        self.emit(Move(a0, la, None, loc, ta))
-        b0 = self.new_buf("b0", lb.dtype, 2, capb, (kb, n), loc, Mem.L0B)
-        self.emit(Move(b0, lb, None, loc, tb))
-        acc = i32 if la.dtype == i8 else f32
-        return MV(a0, b0, m, n, ka, acc, (capa[0], capb[1]))
-
-    def mmad_new(self, mv: MV, loc: SourceLoc, name: str) -> Buf:
-        c = self.new_buf(name if name != "t" else "acc", mv.acc, 2, mv.cap, (mv.m, mv.n), loc, Mem.L0C)  # type: ignore
-        self.emit(Mmad(c, mv.a, mv.b, mv.m, mv.n, mv.k, S.const(1), loc))
-        return c
-
-    def accumulate(self, acc: Buf, mv: MV, loc: SourceLoc) -> Buf:
-        """acc += A @ B: acc lives in L0C; a dsl.zeros accumulator moves there, zeroed by the first mmad."""
-        init: SExpr = S.const(0)
-        cand = self.zero_cand.pop(acc.id, None)
-        if acc.mem == Mem.UB and cand is not None:
-            stmt, var = cand
-            for body in self.bodies:
-                for i, s in enumerate(body):
-                    if s is stmt:
-                        body[i] = SetVar(var, S.const(1), stmt.loc)
-            acc.mem = Mem.L0C
-            acc.ext = (mv.m, mv.n)  # valid where the products land (short edge blocks included)
-            self.acc_init[acc.id] = var
-        if acc.mem != Mem.L0C:
-            raise err("E303", f"'{acc.name.split('.')[0]}' is in {acc.mem.value}; the cube accumulates into L0C", loc,
-                      "start the accumulator with dsl.zeros((BM, BN), f32) and only add products to it")
-        if acc.dtype != mv.acc:
-            raise err("E502", f"a {mv.a.dtype} product accumulates in {mv.acc}, but '{acc.name.split('.')[0]}' is "
-                      f"{acc.dtype}", loc, f"make the accumulator {mv.acc}")
-        for d, (x, y) in enumerate(((acc.cap[0], mv.cap[0]), (acc.cap[1], mv.cap[1]))):
-            if x.is_const and y.is_const and x.value != y.value:
-                raise err("E205", f"the product is [{_d(mv.cap[0])}x{_d(mv.cap[1])}] but the accumulator is "
-                          f"[{_d(acc.cap[0])}x{_d(acc.cap[1])}]", loc)
-        var = self.acc_init.get(acc.id)
-        if var is not None:
-            init = S.var(var)
-        self.emit(Mmad(acc, mv.a, mv.b, mv.m, mv.n, mv.k, init, loc))
-        if var is not None:
-            self.emit(SetVar(var, S.const(0), loc))
-        return acc
-
     # ---------------------------------------------------------- calls
     def call_args(self, name: str, c: A.Call) -> dict[str, object]:
         req, opt, _ = SPECS[name]
@@ -1209,22 +1102,6 @@ def _assigned_more_than_once(body: tuple[A.Stmt, ...]) -> set[str]:
 
     visit(body, False)
     return {n for n, c in counts.items() if c > 1}
-
-
-def _logical_extent(v: object) -> tuple[SExpr, SExpr] | None:
-    if isinstance(v, RV):
-        return (v.ref.cols, v.ref.rows) if v.transposed else (v.ref.rows, v.ref.cols)
-    if isinstance(v, TV):
-        return v.buf.ext
-    return None
-
-
-def _d(e: SExpr) -> str:
-    return str(e.value) if e.is_const else S.fmt(e)
-
-
-def _fix_cast_ok(src: DType, dst: DType) -> bool:
-    return (src == f32 and dst in (f32, f16, bf16)) or (src == i32 and dst == i32)
 
 
 def _close(word: str, options: list[str]) -> str | None:

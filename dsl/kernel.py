@@ -413,8 +413,27 @@ class Run:
     def seconds(self) -> float:
         return self.profile.seconds
 
+    @property
+    def cube_flops(self) -> int:
+        """FLOPs the cube did (2 per MAC of every issued mmad, unpadded m x n x k)."""
+        from simulator.isa import Instr
+
+        total = 0
+        for core in self.profile.per_core:
+            ev = core.events
+            mm = ev[ev["instr"] == int(Instr.MMAD)]
+            total += int((mm["a"] * mm["b"] * mm["c"]).sum()) * 2
+        return total
+
     def report(self) -> str:
-        return self.profile.report()
+        text = self.profile.report()
+        flops = self.cube_flops
+        if flops:
+            peak = self.cfg.peak_flops("f16") / 1e12
+            achieved = flops / self.seconds / 1e12 if self.seconds else 0.0
+            text += (f"\n  cube: {achieved:.1f} TFLOPS of {peak:.1f} peak (f16: {self.cfg.cores} cores x 4096 MAC x 2 "
+                     f"x {self.cfg.clock_mhz / 1000:.2f} GHz), {achieved / peak:.1%}")
+        return text
 
     def save_trace(self, path: str) -> None:
         self.profile.save_trace(path)

@@ -1,0 +1,80 @@
+"""Cube benchmarks: host GFLOP/s of the DSL matmul against torch (same run, one thread each), and
+the simulated 2048^3 f16 matmul against the config's roofline. Prints ratios; asserts nothing."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples" / "kernels"))
+
+
+def best(fn, reps: int = 5) -> float:  # type: ignore[no-untyped-def]
+    fn()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return min(ts)
+
+
+def host(n: int) -> None:
+    import torch
+
+    from compiler.config import CONFIG
+    from matmul import matmul
+
+    CONFIG.threads = 1
+    torch.set_num_threads(1)
+    flops = 2 * n ** 3
+    print(f"== host, one thread: {n}^3 matmul, GFLOP/s (ratio = torch time / Vinci time; > 1: Vinci faster)")
+    print(f"  {'inputs':<8}{'Vinci':>10}{'torch f32':>12}{'torch same dtype':>18}{'vs f32':>9}{'vs same':>9}")
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        a = torch.randn(n, n).to(dt)
+        b = torch.randn(n, n).to(dt)
+        c = torch.empty(n, n)
+        tv = best(lambda: matmul[24](a, b, c, BM=128, BN=128, BK=64))
+        want = a.float() @ b.float()
+        assert torch.allclose(c, want, atol=1e-2 * n ** 0.5, rtol=1e-2)
+        af, bf = a.float(), b.float()
+        tf = best(lambda: torch.matmul(af, bf))
+        ts = tf if dt == torch.float32 else best(lambda: torch.matmul(a, b), 1 if dt == torch.float16 else 5)
+        name = str(dt).replace("torch.", "")
+        print(f"  {name:<8}{flops / tv / 1e9:>10.1f}{flops / tf / 1e9:>12.1f}{flops / ts / 1e9:>18.1f}"
+              f"{tf / tv:>9.2f}{ts / tv:>9.2f}")
+
+
+def simulated(n: int) -> None:
+    import torch
+
+    from matmul import matmul
+
+    a = torch.randn(n, n).half()
+    b = torch.randn(n, n).half()
+    print(f"\n== simulated {n}^3 matmul, f16 inputs, ascend910b1 (24 cores)")
+    print(f"  {'blocks':<14}{'out':<6}{'cycles':>9}{'us':>8}{'eff':>7}{'M busy':>8}{'MTE2':>7}{'TFLOPS':>8}{'peak':>7}")
+    for (bm, bn, bk), out in (((128, 128, 64), torch.float16), ((256, 128, 64), torch.float32),
+                              ((256, 128, 64), torch.float16)):
+        c = torch.empty(n, n, dtype=out)
+        run = matmul[24].profile(a, b, c, BM=bm, BN=bn, BK=bk)
+        tflops = 2 * n ** 3 / run.seconds / 1e12
+        peak = run.cfg.peak_flops("f16") / 1e12
+        print(f"  {f'{bm}x{bn}x{bk}':<14}{str(out).replace('torch.', ''):<6}{run.cycles:>9}{run.seconds * 1e6:>8.1f}"
+              f"{run.efficiency:>7.1%}{run.pipes['M']:>8.1%}{run.pipes['MTE2']:>7.1%}{tflops:>8.1f}{peak:>7.1f}")
+    print("  (eff = roofline bound / cycles; the bound is the busiest pipe's work on the busiest core)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    ns = p.parse_args()
+    host(512 if ns.quick else 1024)
+    simulated(1024 if ns.quick else 2048)
+
+
+if __name__ == "__main__":
+    main()

@@ -812,7 +812,8 @@ def gen_reduce(g: Gen, s: VOp) -> None:
         rp = g.op(f"getelementptr {ety(dt)}, ptr {sp}, i64 {g.op(f'mul i64 {r}, {ss}')}")
         return load_elem(g, dt, g.op(f"getelementptr {ety(dt)}, ptr {rp}, i64 {c}"))
 
-    accp = g.op(f"alloca {ct}, align 8")
+    accp = g.tmp()
+    g.allocas.append(f"{accp} = alloca {ct}, align 8")  # in the entry block: one slot, not one per iteration
 
     def out_ptr(i: str) -> str:
         # keepdims column (R, 1): row i; otherwise a row of values
@@ -934,6 +935,8 @@ def generate(k: Kernel, sym: str) -> tuple[str, list[CheckInfo], dict]:
 
     for name, ty in sorted(k.scalar_vars.items()):
         p(f"{g.var_ptr(name)} = alloca {LL[ty]}, align 8")
+    for line in g.allocas:
+        p(line)
     p("%cidp = getelementptr i64, ptr %ctx, i64 0")
     p("%core_id = load i64, ptr %cidp, align 8")
     p("%ncp = getelementptr i64, ptr %ctx, i64 1")

@@ -1,0 +1,823 @@
+"""cube: native code for the cube unit (ND->NZ loads, L1->L0 moves, Mmad, Fixpipe).
+
+Every emitter writes LLVM IR loops into a codegen `Gen`; arguments are SSA names (or literals)
+of i64 element counts and pointers. Layouts, as element indices (c0 = 32 // itemsize: 8 for
+f32, 16 for f16/bf16, 32 for i8, so a fractal row is 32 bytes):
+
+  L1  (NZ)  (r, c) of a rows_pad x cols_pad matrix at ((c // c0) * rows_pad + r) * c0 + c % c0
+  L0A (zZ)  (i, j) of M x K at ((i // 16) * (k_pad // c0) + j // c0) * 16 * c0 + (i % 16) * c0 + j % c0
+  L0B       (i, j) of K x N at ((i // c0) * (n_pad // 16) + j // 16) * c0 * 16 + (i % c0) * 16 + j % 16
+  L0C (NZ)  (i, j) of M x N at ((j // 16) * m_pad + i) * 16 + j % 16   (f32 / i32)
+
+Mmad picks its inner loop from the host's features (`isa`, see `host_isa`):
+  "avx512"  a register-blocked micro-kernel: R rows x NF fractals of C (8 x 48 values, 24 zmm
+            accumulators) stay in registers over all of k; each k step loads NF <16 x T> rows of
+            B and broadcasts R values of A. f32: fma. f16: A and B converted to f32 in scratch
+            first. bf16: vdpbf16ps on (k, k + 1) pairs, B interleaved into pairs in scratch.
+            i8: vpdpwssd on i16 pairs likewise (exact in i32).
+  "amx"     bf16 on AMX tiles (16 x 16 x 32 per tdpbf16ps), A and B repacked into tiles in
+            scratch. Linux grants AMX state per process on request (arch_prctl), asked once by
+            the code itself; if refused, the "generic" path runs instead. Other dtypes as
+            "avx512" except bf16's fallback: on these Intel cores vdpbf16ps is slower than
+            converting to f32 and using fma.
+  "generic" the same micro-kernel on plain f32 fma / i32 mul + add (no BF16 or VNNI).
+Every path sums exactly k terms: nothing past k in A or B is read into the result.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from compiler.codegen import Gen
+from dsl.types import DType, bf16, f16, f32, i8
+
+# register blocking of the vector micro-kernel: R rows x NF fractals of 16 columns
+MICRO_R = 8
+MICRO_NF = 3
+
+
+def c0_of(d: DType) -> int:
+    """Elements per 32-byte fractal row."""
+    return 32 // d.itemsize
+
+
+# ------------------------------------------------------------------ i64 arithmetic, folded
+def _lit(x: object) -> int | None:
+    if isinstance(x, int):
+        return x
+    try:
+        return int(str(x))
+    except ValueError:
+        return None
+
+
+def _add(g: Gen, a: object, b: object) -> str:
+    x, y = _lit(a), _lit(b)
+    if x is not None and y is not None:
+        return str(x + y)
+    if x == 0:
+        return str(b)
+    if y == 0:
+        return str(a)
+    return g.op(f"add i64 {a}, {b}")
+
+
+def _sub(g: Gen, a: object, b: object) -> str:
+    x, y = _lit(a), _lit(b)
+    if x is not None and y is not None:
+        return str(x - y)
+    if y == 0:
+        return str(a)
+    return g.op(f"sub i64 {a}, {b}")
+
+
+def _mul(g: Gen, a: object, b: object) -> str:
+    x, y = _lit(a), _lit(b)
+    if x is not None and y is not None:
+        return str(x * y)
+    if x == 0 or y == 0:
+        return "0"
+    if x == 1:
+        return str(b)
+    if y == 1:
+        return str(a)
+    return g.op(f"mul i64 {a}, {b}")
+
+
+def _shr(g: Gen, a: object, p2: int) -> str:
+    """a // p2 for a >= 0 and p2 a power of two."""
+    sh = p2.bit_length() - 1
+    x = _lit(a)
+    if x is not None:
+        return str(x >> sh)
+    return str(a) if sh == 0 else g.op(f"lshr i64 {a}, {sh}")
+
+
+def _rem(g: Gen, a: object, p2: int) -> str:
+    """a % p2 for a >= 0 and p2 a power of two."""
+    x = _lit(a)
+    if x is not None:
+        return str(x & (p2 - 1))
+    return "0" if p2 == 1 else g.op(f"and i64 {a}, {p2 - 1}")
+
+
+def _ceil(g: Gen, a: object, p2: int) -> str:
+    """ceil(a / p2)."""
+    return _shr(g, _add(g, a, p2 - 1), p2)
+
+
+def _round(g: Gen, a: object, p2: int) -> str:
+    """a rounded up to a multiple of p2."""
+    return _mul(g, _ceil(g, a, p2), p2)
+
+
+def _ptr(g: Gen, base: str, off_bytes: object) -> str:
+    if _lit(off_bytes) == 0:
+        return base
+    return g.op(f"getelementptr i8, ptr {base}, i64 {off_bytes}")
+
+
+def _splat(g: Gen, n: int, ty: str, v: str) -> str:
+    one = g.op(f"insertelement <{n} x {ty}> poison, {ty} {v}, i64 0")
+    return g.op(f"shufflevector <{n} x {ty}> {one}, <{n} x {ty}> poison, <{n} x i32> zeroinitializer")
+
+
+def _lane_mask(g: Gen, n: int, count: str) -> str:
+    """<n x i1>: lane < count (count an i64 in [0, n])."""
+    c32 = g.op(f"trunc i64 {count} to i32")
+    iota = "<" + ", ".join(f"i32 {i}" for i in range(n)) + ">"
+    return g.op(f"icmp ult <{n} x i32> {iota}, {_splat(g, n, 'i32', c32)}")
+
+
+def _if(g: Gen, cond: str, then: Callable[[], None]) -> None:
+    yes, done = g.label("cthen"), g.label("cend")
+    g.cbr(cond, yes, done)
+    g.block(yes)
+    then()
+    g.br(done)
+    g.block(done)
+
+
+def _loop_from(g: Gen, start: object, stop: object, body: Callable[[str], None]) -> None:
+    """for i in start..stop."""
+    g.loop(_sub(g, stop, start), lambda i: body(_add(g, start, i)))
+
+
+def carry_loop(g: Gen, count: object, carried: list[tuple[str, str]],
+               body: Callable[[str, list[str]], list[str]]) -> list[str]:
+    """for i in 0..count with loop-carried SSA values (phis): `carried` is [(type, initial)],
+    body(i, values) returns the next values; returns the values after the loop."""
+    pre, head, bod, done = g.label("cpre"), g.label("chead"), g.label("cbody"), g.label("cdone")
+    g.br(pre)
+    g.block(pre)
+    g.br(head)
+    g.block(head)
+    i, nxt = g.tmp(), g.tmp()
+    vals = [g.tmp() for _ in carried]
+    at = len(g.lines)
+    g.lines.extend([""] * (1 + len(carried)))
+    g.cbr(g.op(f"icmp slt i64 {i}, {count}"), bod, done)
+    g.block(bod)
+    g.cache.append({})
+    new = body(i, vals)
+    g.cache.pop()
+    g.emit(f"{nxt} = add nuw nsw i64 {i}, 1")
+    latch = g.label("clatch")
+    g.br(latch)
+    g.block(latch)
+    g.br(head)
+    g.lines[at] = f"  {i} = phi i64 [0, %{pre}], [{nxt}, %{latch}]"
+    for j, ((ty, init), v, nv) in enumerate(zip(carried, vals, new)):
+        g.lines[at + 1 + j] = f"  {v} = phi {ty} [{init}, %{pre}], [{nv}, %{latch}]"
+    g.block(done)
+    return vals
+
+
+def _copy_bytes(g: Gen, dst: str, src: str, nbytes: int, align: int = 32) -> None:
+    """Copy a fixed small block (a multiple of 32 bytes) with 64/32-byte vector moves."""
+    off = 0
+    while off < nbytes:
+        w = 64 if nbytes - off >= 64 else 32
+        t = f"<{w // 4} x i32>"
+        v = g.op(f"load {t}, ptr {_ptr(g, src, off)}, align {align}")
+        g.emit(f"store {t} {v}, ptr {_ptr(g, dst, off)}, align {align}")
+        off += w
+
+
+# ------------------------------------------------------------------ GM (ND) -> L1 (NZ)
+def gen_nd2nz(g: Gen, dst: str, src: str, rows: str, cols: str, src_stride: str, rows_pad: str, cols_pad: str,
+              dtype: DType) -> None:
+    """Copy a rows x cols ND window (rows `src_stride` elements apart) into an L1 buffer in NZ with
+    rows_pad x cols_pad capacity, zero-filling the rest. Each row contributes 32-byte runs."""
+    es, c0 = dtype.itemsize, c0_of(dtype)
+    run = f"<{c0} x i{8 * es}>"
+    full = _shr(g, cols, c0)
+    tail = _rem(g, cols, c0)
+    nblk = _shr(g, cols_pad, c0)
+    bstride = _mul(g, rows_pad, 32)  # bytes between the runs of one row
+    has_tail = g.op(f"icmp ne i64 {tail}, 0")
+    first_zero = _add(g, full, g.op(f"zext i1 {has_tail} to i64"))
+    mask = _lane_mask(g, c0, tail)
+    g.intrinsic(f"declare {run} @llvm.masked.load.v{c0}i{8 * es}.p0(ptr, <{c0} x i1>, {run})")
+    cat = "<" + ", ".join(f"i32 {i}" for i in range(2 * c0)) + ">"
+
+    def rows_at(r0: str, nr: int) -> None:
+        """Rows r0 .. r0 + nr (nr = 1 or 2): the runs of two rows are one 64-byte line of L1."""
+        srcs = [_ptr(g, src, _mul(g, _mul(g, _add(g, r0, q), src_stride), es)) for q in range(nr)]
+        d = _ptr(g, dst, _mul(g, r0, 32))
+        wide = f"<{nr * c0} x i{8 * es}>"
+
+        def put(cb: str, vs: list[str]) -> None:
+            v = vs[0] if nr == 1 else g.op(f"shufflevector {run} {vs[0]}, {run} {vs[1]}, <{2 * c0} x i32> {cat}")
+            g.emit(f"store {wide} {v}, ptr {_ptr(g, d, _mul(g, cb, bstride))}, align 32")
+
+        g.loop(full, lambda cb: put(cb, [g.op(f"load {run}, ptr {_ptr(g, sp, _mul(g, cb, 32))}, align {es}")
+                                         for sp in srcs]))
+
+        def part() -> None:
+            put(full, [g.op(f"call {run} @llvm.masked.load.v{c0}i{8 * es}.p0(ptr align {es} "
+                            f"{_ptr(g, sp, _mul(g, full, 32))}, <{c0} x i1> {mask}, {run} zeroinitializer)")
+                       for sp in srcs])
+
+        _if(g, has_tail, part)
+        _loop_from(g, first_zero, nblk,
+                   lambda cb: g.emit(f"store {wide} zeroinitializer, ptr {_ptr(g, d, _mul(g, cb, bstride))}, align 32"))
+
+    g.loop(_shr(g, rows, 2), lambda rp: rows_at(_mul(g, rp, 2), 2))
+    _if(g, g.op(f"icmp ne i64 {_rem(g, rows, 2)}, 0"), lambda: rows_at(_sub(g, rows, 1), 1))
+
+    # rows [rows, rows_pad) of every run column: one contiguous stretch per column
+    def zero_col(cb: str) -> None:
+        base = _ptr(g, dst, _mul(g, _add(g, _mul(g, cb, rows_pad), rows), 32))
+        g.loop(_sub(g, rows_pad, rows),
+               lambda r: g.emit(f"store {run} zeroinitializer, ptr {_ptr(g, base, _mul(g, r, 32))}, align 32"))
+
+    _if(g, g.op(f"icmp slt i64 {rows}, {rows_pad}"), lambda: g.loop(nblk, zero_col))
+
+
+# ------------------------------------------------------------------ L1 -> L0A / L0B
+def _concat(g: Gen, vs: list[str], n: int, it: str) -> str:
+    """One vector from equal vectors of n elements (a power-of-two count), pairwise."""
+    while len(vs) > 1:
+        idx = "<" + ", ".join(f"i32 {i}" for i in range(2 * n)) + ">"
+        vs = [g.op(f"shufflevector <{n} x {it}> {vs[i]}, <{n} x {it}> {vs[i + 1]}, <{2 * n} x i32> {idx}")
+              for i in range(0, len(vs), 2)]
+        n *= 2
+    return vs[0]
+
+
+def _transpose(g: Gen, dst: str, pieces: list[str], piece: int, src_rows: int, es: int) -> None:
+    """Load `pieces` (each `piece` elements; together src_rows rows of equal length, row-major)
+    and store the transpose, contiguous, at dst."""
+    it = f"i{8 * es}"
+    vs = [g.op(f"load <{piece} x {it}>, ptr {p}, align {min(32, piece * es)}") for p in pieces]
+    n = piece * len(pieces)
+    cols = n // src_rows
+    idx = "<" + ", ".join(f"i32 {r * cols + c}" for c in range(cols) for r in range(src_rows)) + ">"
+    t = g.op(f"shufflevector <{n} x {it}> {_concat(g, vs, piece, it)}, <{n} x {it}> poison, <{n} x i32> {idx}")
+    g.emit(f"store <{n} x {it}> {t}, ptr {dst}, align 32")
+
+
+def gen_l1_to_l0a(g: Gen, dst: str, src: str, m: str, k: str, m_pad: str, k_pad: str, dtype: DType,
+                  transpose: bool, src_rows_pad: str | None = None) -> None:
+    """L1 (NZ) -> L0A (zZ), the fractals covering m x k. The L1 buffer holds M x K with rows_pad =
+    m_pad, or with `transpose` K x M with rows_pad = k_pad rounded to 16, and A is its transpose;
+    `src_rows_pad` overrides that when the L1 buffer is taller than the L0A one."""
+    es, c0 = dtype.itemsize, c0_of(dtype)
+    kb_pad = _shr(g, k_pad, c0)
+    rows_pad = src_rows_pad or (_round(g, k_pad, 16) if transpose else m_pad)
+
+    def frac(mb: str, kb: str) -> None:
+        d = _ptr(g, dst, _mul(g, _add(g, _mul(g, mb, kb_pad), kb), 512))
+        if not transpose:
+            s = _ptr(g, src, _mul(g, _add(g, _mul(g, kb, rows_pad), _mul(g, mb, 16)), 32))
+            _copy_bytes(g, d, s, 512)
+            return
+        # A(i, j) = L1(j, i): L1 row j holds the 16 i of this fractal in runs of min(16, c0)
+        p = min(16, c0)
+        pieces = []
+        for jj in range(c0):
+            j = _add(g, _mul(g, kb, c0), jj)
+            for q in range(16 // p):
+                i0 = _add(g, _mul(g, mb, 16), q * p)
+                e = _add(g, _mul(g, _add(g, _mul(g, _shr(g, i0, c0), rows_pad), j), c0), _rem(g, i0, c0))
+                pieces.append(_ptr(g, src, _mul(g, e, es)))
+        _transpose(g, d, pieces, p, c0, es)
+
+    g.loop(_ceil(g, m, 16), lambda mb: g.loop(_ceil(g, k, c0), lambda kb: frac(mb, kb)))
+
+
+def gen_l1_to_l0b(g: Gen, dst: str, src: str, k: str, n: str, k_pad: str, n_pad: str, dtype: DType,
+                  transpose: bool, src_rows_pad: str | None = None) -> None:
+    """L1 (NZ) -> L0B, the fractals covering k x n. The L1 buffer holds K x N with rows_pad = k_pad
+    rounded to 16, or with `transpose` N x K with rows_pad = n_pad; `src_rows_pad` overrides."""
+    es, c0 = dtype.itemsize, c0_of(dtype)
+    nb_pad = _shr(g, n_pad, 16)
+    p = min(16, c0)
+    rows_pad = src_rows_pad or (n_pad if transpose else _round(g, k_pad, 16))
+
+    def frac(kb: str, nb: str) -> None:
+        d = _ptr(g, dst, _mul(g, _add(g, _mul(g, kb, nb_pad), nb), 512))
+        if transpose:  # B(k, n) = L1(n, k): the fractal's 16 rows n are one contiguous 512-byte block
+            s = _ptr(g, src, _mul(g, _add(g, _mul(g, kb, rows_pad), _mul(g, nb, 16)), 32))
+            _transpose(g, d, [s], 16 * c0, 16, es)
+            return
+        t = f"<{p} x i{8 * es}>"
+        vals = []  # the fractal in order: row kk holds 16 n from L1 row k, in runs of min(16, c0)
+        for kk in range(c0):
+            kr_row = _add(g, _mul(g, kb, c0), kk)
+            for q in range(16 // p):
+                n0 = _add(g, _mul(g, nb, 16), q * p)
+                e = _add(g, _mul(g, _add(g, _mul(g, _shr(g, n0, c0), rows_pad), kr_row), c0), _rem(g, n0, c0))
+                vals.append(g.op(f"load {t}, ptr {_ptr(g, src, _mul(g, e, es))}, align {p * es}"))
+        per = 64 // (p * es)  # pieces per 64-byte store
+        for j in range(0, len(vals), per):
+            v = _concat(g, vals[j: j + per], p, f"i{8 * es}")
+            g.emit(f"store <{per * p} x i{8 * es}> {v}, ptr {_ptr(g, d, j * p * es)}, align 32")
+
+    g.loop(_ceil(g, k, c0), lambda kb: g.loop(_ceil(g, n, 16), lambda nb: frac(kb, nb)))
+
+
+# ------------------------------------------------------------------ Mmad
+def host_isa() -> str:
+    """The best Mmad path for this host: "amx", "avx512" or "generic"."""
+    from compiler import jit
+
+    feats = set(jit.host_fingerprint().split("|")[1].split(","))
+    if {"+amx-tile", "+amx-bf16", "+avx512bf16", "+avx512vnni"} <= feats:
+        return "amx"
+    if {"+avx512f", "+avx512bf16", "+avx512vnni"} <= feats:
+        return "avx512"
+    return "generic"
+
+
+def gen_mmad(g: Gen, c: str, a: str, b: str, m: str, n: str, k: str, m_pad: str, k_pad: str, n_pad: str,
+             in_dtype: DType, init: str, scratch: str, isa: str | None = None) -> None:
+    """C (L0C) = (init ? 0 : C) + A (L0A) @ B (L0B) over exactly k terms, for the 16x16 fractals
+    covering m x n (C's other rows / columns of those fractals get values too). `init` is an i64
+    (0 / 1) known at run time. `scratch`: host memory, at least 4 * (m_pad * k_pad + k_pad * n_pad)
+    bytes, 32-byte aligned (64 is faster), not shared with another core running at the same time.
+    `isa` overrides the host's choice (tests)."""
+    isa = isa or host_isa()
+    if in_dtype == bf16 and isa == "amx":
+        _mmad_amx(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, init, scratch,
+                  lambda: gen_mmad(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, in_dtype, init, scratch, "generic"))
+        return
+    fast = isa in ("amx", "avx512")
+    c0 = c0_of(in_dtype)
+    mb_n, nb_n = _ceil(g, m, 16), _ceil(g, n, 16)
+    kb_pad, nb_pad = _shr(g, k_pad, c0), _shr(g, n_pad, 16)
+    kb_n = _ceil(g, k, c0)
+    zero = g.op(f"icmp ne i64 {init}, 0")
+    sb = _ptr(g, scratch, _mul(g, _mul(g, m_pad, k_pad), 4))  # B' after room for a 4-byte A'
+    if in_dtype == f32:
+        spec = _Spec("float", 1, c0, 4, a, b)
+    elif in_dtype == bf16 and isa == "avx512":
+        _pair_b(g, sb, b, k, kb_n, nb_n, nb_pad, c0, "bfloat", None)
+        spec = _Spec("float", 2, c0, 2, a, sb, dot="bf16")
+    elif in_dtype in (f16, bf16):
+        sa = scratch
+        _convert(g, sa, a, mb_n, kb_n, kb_pad, 16 * c0, in_dtype.llvm, "float", "fpext")
+        _convert(g, sb, b, kb_n, nb_n, nb_pad, 16 * c0, in_dtype.llvm, "float", "fpext")
+        spec = _Spec("float", 1, c0, 4, sa, sb)
+    elif in_dtype == i8 and fast:
+        sa = scratch
+        _convert(g, sa, a, mb_n, kb_n, kb_pad, 16 * c0, "i8", "i16", "sext")
+        _pair_b(g, sb, b, k, kb_n, nb_n, nb_pad, c0, "i16", "sext")
+        spec = _Spec("i32", 2, c0, 2, sa, sb, dot="i16")
+    elif in_dtype == i8:
+        sa = scratch
+        _convert(g, sa, a, mb_n, kb_n, kb_pad, 16 * c0, "i8", "i32", "sext")
+        _convert(g, sb, b, kb_n, nb_n, nb_pad, 16 * c0, "i8", "i32", "sext")
+        spec = _Spec("i32", 1, c0, 4, sa, sb)
+    else:
+        raise AssertionError(f"mmad on {in_dtype}")
+    _micro_all(g, spec, c, m_pad, mb_n, nb_n, k, kb_pad, nb_pad, zero)
+
+
+class _Spec:
+    """What the vector micro-kernel multiplies: accumulator element `acc` (float / i32), `ks`
+    k values per step (1: fma; 2: pair dot on 2-byte elements), `c0` k values per fractal row,
+    `eb` bytes per element of the A and B it reads (at `a`, `b`)."""
+
+    def __init__(self, acc: str, ks: int, c0: int, eb: int, a: str, b: str, dot: str = "") -> None:
+        self.acc, self.ks, self.c0, self.eb, self.a, self.b, self.dot = acc, ks, c0, eb, a, b, dot
+        self.vt = f"<16 x {acc}>"
+        self.frac = 16 * c0 * eb  # bytes per fractal of A and of B
+
+
+def _convert(g: Gen, dst: str, src: str, outer: str, inner: str, outer_pad: str, frac: int, st: str, dt: str,
+             how: str) -> None:
+    """Convert element-wise, same indices, the fractals (o, i) for o < outer, i < inner of a buffer
+    whose fractal (o, i) is number o * outer_pad + i: (mb, kb) of L0A or (kb, nb) of L0B."""
+    ses, des = _bytes(st), _bytes(dt)
+
+    def run(o: str) -> None:
+        e0 = _mul(g, _mul(g, o, outer_pad), frac)
+        _convert_run(g, _ptr(g, dst, _mul(g, e0, des)), _ptr(g, src, _mul(g, e0, ses)), _mul(g, inner, frac),
+                     st, dt, how)
+
+    g.loop(outer, run)
+
+
+def _bytes(t: str) -> int:
+    return {"i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4}[t]
+
+
+def _convert_run(g: Gen, dst: str, src: str, count: str, st: str, dt: str, how: str) -> None:
+    """dst[e] = how(src[e]) for e < count (a multiple of 16), 16 at a time."""
+    def one(v: str) -> None:
+        x = g.op(f"load <16 x {st}>, ptr {_ptr(g, src, _mul(g, v, 16 * _bytes(st)))}, align 32")
+        y = g.op(f"{how} <16 x {st}> {x} to <16 x {dt}>")
+        g.emit(f"store <16 x {dt}> {y}, ptr {_ptr(g, dst, _mul(g, v, 16 * _bytes(dt)))}, align 32")
+
+    g.loop(_shr(g, count, 16), one)
+
+
+def _pair_b(g: Gen, dst: str, src: str, k: str, kb_n: str, nb_n: str, nb_pad: str, c0: int, dt: str,
+            how: str | None) -> None:
+    """L0B fractals (c0 k-rows x 16 n) -> pair-interleaved fractals of 2-byte elements, same order:
+    row p holds (B[2p][n], B[2p+1][n]) for the 16 n (the vdpbf16ps / vpdpwssd operand), 64 bytes.
+    Rows k and beyond are zero, so a pair dot never reads past k."""
+    st = "i8" if how == "sext" else dt
+    ses = _bytes(st)
+    iota = "<" + ", ".join(f"i32 {i // 2 + 16 * (i % 2)}" for i in range(32)) + ">"  # interleave two rows
+
+    def frac(kb: str, nb: str) -> None:
+        f = _add(g, _mul(g, kb, nb_pad), nb)
+        s = _ptr(g, src, _mul(g, f, 16 * c0 * ses))
+        d = _ptr(g, dst, _mul(g, f, 16 * c0 * 2))
+        k0 = _mul(g, kb, c0)
+        left = _sub(g, k, k0)  # rows < left are real
+        for p in range(c0 // 2):
+            rows = []
+            for h in (0, 1):
+                kk = 2 * p + h
+                x = g.op(f"load <16 x {st}>, ptr {_ptr(g, s, kk * 16 * ses)}, align {16 * ses if ses < 2 else 32}")
+                if how:
+                    x = g.op(f"{how} <16 x {st}> {x} to <16 x {dt}>")
+                live = g.op(f"icmp sgt i64 {left}, {kk}")
+                rows.append(g.op(f"select i1 {live}, <16 x {dt}> {x}, <16 x {dt}> zeroinitializer"))
+            v = g.op(f"shufflevector <16 x {dt}> {rows[0]}, <16 x {dt}> {rows[1]}, <32 x i32> {iota}")
+            g.emit(f"store <32 x {dt}> {v}, ptr {_ptr(g, d, p * 64)}, align 32")
+
+    g.loop(kb_n, lambda kb: g.loop(nb_n, lambda nb: frac(kb, nb)))
+
+
+def _micro_all(g: Gen, s: _Spec, c: str, m_pad: str, mb_n: str, nb_n: str, k: str, kb_pad: str, nb_pad: str,
+               zero: str) -> None:
+    """Walk C in micro-tiles of R rows x NF fractals (fewer fractals for the last columns)."""
+    R, NF = MICRO_R, MICRO_NF
+    groups = _shr(g, nb_n, NF) if NF & (NF - 1) == 0 else g.op(f"udiv i64 {nb_n}, {NF}")
+    row_tiles = _mul(g, mb_n, 16 // R)
+
+    # column groups outside: a group's B (k x 16 NF) stays in L1 while A streams past
+    def tiles(nb0: str, nf: int) -> None:
+        g.loop(row_tiles, lambda t: _micro(g, s, c, m_pad, _mul(g, t, R), nb0, nf, k, kb_pad, nb_pad, zero))
+
+    g.loop(groups, lambda q: tiles(_mul(g, q, NF), NF))
+    left = _sub(g, nb_n, _mul(g, groups, NF))
+    for nf in range(1, NF):
+        _if(g, g.op(f"icmp eq i64 {left}, {nf}"), lambda nf=nf: tiles(_sub(g, nb_n, nf), nf))
+
+
+def _micro(g: Gen, s: _Spec, c: str, m_pad: str, i0: str, nb0: str, nf: int, k: str, kb_pad: str, nb_pad: str,
+           zero: str) -> None:
+    """One micro-tile: rows i0..i0+R of fractals nb0..nb0+nf of C, over all k."""
+    R, vt = MICRO_R, s.vt
+    mb, ii0 = _shr(g, i0, 16), _rem(g, i0, 16)
+    cptr = [[_ptr(g, c, _mul(g, _add(g, _add(g, _mul(g, _add(g, nb0, f), m_pad), i0), r), 64))
+             for f in range(nf)] for r in range(R)]
+    acc0 = []
+    for r in range(R):
+        for f in range(nf):
+            v = g.op(f"load {vt}, ptr {cptr[r][f]}, align 32")
+            acc0.append(g.op(f"select i1 {zero}, {vt} zeroinitializer, {vt} {v}"))
+    # per fractal step kb: A rows at a_kb + r * c0 * eb, B rows at b_kb + f * frac; a step is 64 bytes of B
+    arow = _add(g, _mul(g, _mul(g, mb, kb_pad), s.frac), _mul(g, ii0, s.c0 * s.eb))
+    a0 = _ptr(g, s.a, arow)
+    b0 = _ptr(g, s.b, _mul(g, nb0, s.frac))
+    bstep = _mul(g, nb_pad, s.frac)  # B bytes per kb
+
+    def steps(accs: list[str], akb: str, bkb: str, offs: list[object], mask_last: str | None = None) -> list[str]:
+        accs = list(accs)
+        for j, off in enumerate(offs):  # off: element offset of this step's k within the fractal row
+            bv = [g.op(f"load {_bty(s)}, ptr {_ptr(g, bkb, _add(g, _mul(g, off, 64 // s.ks), f * s.frac))}, align 32")
+                  for f in range(nf)]
+            for r in range(R):
+                ap = _ptr(g, akb, _add(g, r * s.c0 * s.eb, _mul(g, off, s.eb)))
+                av = _bcast(g, s, ap, mask_last if j == len(offs) - 1 else None)
+                for f in range(nf):
+                    accs[r * nf + f] = _fma(g, s, accs[r * nf + f], av, bv[f])
+        return accs
+
+    kf = _shr(g, k, s.c0)
+
+    def full(kb: str, accs: list[str]) -> list[str]:
+        akb = _ptr(g, a0, _mul(g, kb, s.frac))
+        bkb = _ptr(g, b0, _mul(g, kb, bstep))
+        return steps(accs, akb, bkb, list(range(0, s.c0, s.ks)))
+
+    accs = carry_loop(g, kf, [(vt, v) for v in acc0], full)
+    # the last, partial fractal of k: whole steps, then (pair dots) a step of one real k value
+    akb = _ptr(g, a0, _mul(g, kf, s.frac))
+    bkb = _ptr(g, b0, _mul(g, kf, bstep))
+    kt = _rem(g, k, s.c0)
+    whole = _shr(g, kt, s.ks)
+    accs = carry_loop(g, whole, [(vt, v) for v in accs],
+                      lambda t, xs: steps(xs, akb, bkb, [_mul(g, t, s.ks)]))
+    if s.ks == 2:
+        odd = _rem(g, kt, 2)
+        before = g.label("oddpre")
+        g.br(before)
+        g.block(before)
+        yes, done = g.label("odd"), g.label("oddend")
+        g.cbr(g.op(f"icmp ne i64 {odd}, 0"), yes, done)
+        g.block(yes)
+        fin = steps(accs, akb, bkb, [_mul(g, whole, 2)], mask_last="65535")
+        g.br(done)
+        g.block(done)
+        accs = [g.op(f"phi {vt} [{x}, %{before}], [{y}, %{yes}]") for x, y in zip(accs, fin)]
+    for r in range(R):
+        for f in range(nf):
+            g.emit(f"store {vt} {accs[r * nf + f]}, ptr {cptr[r][f]}, align 32")
+
+
+def _bty(s: _Spec) -> str:
+    if s.dot == "bf16":
+        return "<32 x bfloat>"
+    if s.dot == "i16":
+        return "<32 x i16>"
+    return s.vt
+
+
+def _bcast(g: Gen, s: _Spec, p: str, mask: str | None) -> str:
+    """A's value(s) for one step, broadcast to all lanes: one vbroadcastss / vpbroadcastd from memory."""
+    if s.ks == 1:
+        x = g.op(f"load {s.acc}, ptr {p}, align {s.eb}")
+        return _splat(g, 16, s.acc, x)
+    x = g.op(f"load i32, ptr {p}, align 4")
+    if mask:  # the pair's second element lies past k
+        x = g.op(f"and i32 {x}, {mask}")
+    v = _splat(g, 16, "i32", x)
+    return g.op(f"bitcast <16 x i32> {v} to {_bty(s)}")
+
+
+def _fma(g: Gen, s: _Spec, acc: str, a: str, b: str) -> str:
+    if s.dot == "bf16":
+        g.intrinsic("declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)")
+        return g.op(f"call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> {acc}, "
+                    f"<32 x bfloat> {b}, <32 x bfloat> {a})")
+    if s.dot == "i16":
+        g.intrinsic("declare <16 x i32> @llvm.x86.avx512.vpdpwssd.512(<16 x i32>, <32 x i16>, <32 x i16>)")
+        return g.op(f"call <16 x i32> @llvm.x86.avx512.vpdpwssd.512(<16 x i32> {acc}, <32 x i16> {b}, "
+                    f"<32 x i16> {a})")
+    if s.acc == "float":
+        g.intrinsic("declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)")
+        return g.op(f"call <16 x float> @llvm.fma.v16f32(<16 x float> {a}, <16 x float> {b}, <16 x float> {acc})")
+    return g.op(f"add <16 x i32> {acc}, {g.op(f'mul <16 x i32> {a}, {b}')}")
+
+
+# ------------------------------------------------------------------ Mmad on AMX (bf16)
+# Eight tile registers, all configured 16 rows x 64 bytes: C 2x2 tiles in tmm0-3 (16 x 16 f32
+# each, straight from L0C: a C fractal is 16 rows of 64 bytes), A in tmm4-5 (16 rows x 32 k),
+# B in tmm6-7 (16 k-pairs x 16 n, pair-interleaved). A and B are repacked into 1 KiB tiles in
+# scratch, zero past k, so every tile multiplies whole 32-k steps.
+_AMX_CFG = "@vinci_amx_cfg"
+_AMX_STATE = "@vinci_amx_state"
+ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA, SYS_ARCH_PRCTL = 0x1023, 18, 158
+
+
+def _amx_decls(g: Gen) -> None:
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_asmparser()  # the emitted code holds inline asm (the syscall)
+    cfg = bytearray(64)
+    cfg[0] = 1  # palette 1
+    for t in range(8):
+        cfg[16 + 2 * t] = 64  # bytes per row
+        cfg[48 + t] = 16  # rows
+    text = "".join(f"\\{x:02X}" for x in cfg)
+    g.intrinsic(f'{_AMX_CFG} = private unnamed_addr constant [64 x i8] c"{text}", align 64')
+    g.intrinsic(f"{_AMX_STATE} = internal global i32 0, align 4")  # 0 unknown, 1 usable, 2 refused
+    for d in ("declare void @llvm.x86.ldtilecfg(ptr)", "declare void @llvm.x86.tilerelease()",
+              "declare void @llvm.x86.tilezero(i8 immarg)", "declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)",
+              "declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)",
+              "declare void @llvm.x86.tdpbf16ps(i8 immarg, i8 immarg, i8 immarg)"):
+        g.intrinsic(d)
+
+
+def _amx_usable(g: Gen) -> str:
+    """i1: AMX tile data may be used. Linux hands out AMX state only on request (arch_prctl), once
+    per process; the answer is remembered in a global."""
+    st = g.op(f"load i32, ptr {_AMX_STATE}, align 4")
+    before, ask, done = g.label("amxk"), g.label("amxask"), g.label("amxknown")
+    g.br(before)
+    g.block(before)
+    g.cbr(g.op(f"icmp eq i32 {st}, 0"), ask, done)
+    g.block(ask)
+    r = g.op('call i64 asm sideeffect "syscall", "={rax},{rax},{rdi},{rsi},~{rcx},~{r11},~{memory},~{dirflag},'
+             f'~{{fpsr}},~{{flags}}"(i64 {SYS_ARCH_PRCTL}, i64 {ARCH_REQ_XCOMP_PERM}, i64 {XFEATURE_XTILEDATA})')
+    got = g.op(f"select i1 {g.op(f'icmp eq i64 {r}, 0')}, i32 1, i32 2")
+    g.emit(f"store i32 {got}, ptr {_AMX_STATE}, align 4")
+    g.br(done)
+    g.block(done)
+    now = g.op(f"phi i32 [{st}, %{before}], [{got}, %{ask}]")
+    return g.op(f"icmp eq i32 {now}, 1")
+
+
+def _mmad_amx(g: Gen, c: str, a: str, b: str, m: str, n: str, k: str, m_pad: str, k_pad: str, n_pad: str, init: str,
+              scratch: str, fallback: Callable[[], None]) -> None:
+    _amx_decls(g)
+    yes, no, done = g.label("amx"), g.label("noamx"), g.label("amxdone")
+    g.cbr(_amx_usable(g), yes, no)
+    g.block(no)
+    fallback()
+    g.br(done)
+    g.block(yes)
+    mb_n, nb_n, kt_n = _ceil(g, m, 16), _ceil(g, n, 16), _ceil(g, k, 32)
+    kb_pad, nb_pad = _shr(g, k_pad, 16), _shr(g, n_pad, 16)
+    sa = scratch
+    sb = _ptr(g, scratch, _mul(g, _mul(g, m_pad, _add(g, k_pad, 16)), 2))
+    _amx_pack_a(g, sa, a, k, mb_n, kt_n, kb_pad)
+    _amx_pack_b(g, sb, b, k, kt_n, nb_n, nb_pad)
+    g.emit(f"call void @llvm.x86.ldtilecfg(ptr {_AMX_CFG})")
+    zero = g.op(f"icmp ne i64 {init}, 0")
+
+    def block(mb0: str, nb0: str, mt: int, nt: int) -> None:
+        ctile = lambda i, j: 2 * i + j
+        cp = {(i, j): _ptr(g, c, _mul(g, _add(g, _mul(g, _add(g, nb0, j), m_pad), _mul(g, _add(g, mb0, i), 16)), 64))
+              for i in range(mt) for j in range(nt)}
+        z, l, go = g.label("czero"), g.label("cload"), g.label("cgo")
+        g.cbr(zero, z, l)
+        for lab, load in ((z, False), (l, True)):
+            g.block(lab)
+            for (i, j), p in cp.items():
+                if load:
+                    g.emit(f"call void @llvm.x86.tileloadd64(i8 {ctile(i, j)}, ptr {p}, i64 64)")
+                else:
+                    g.emit(f"call void @llvm.x86.tilezero(i8 {ctile(i, j)})")
+            g.br(go)
+        g.block(go)
+
+        def step(kt: str) -> None:
+            for i in range(mt):
+                p = _ptr(g, sa, _mul(g, _add(g, _mul(g, _add(g, mb0, i), kt_n), kt), 1024))
+                g.emit(f"call void @llvm.x86.tileloadd64(i8 {4 + i}, ptr {p}, i64 64)")
+            for j in range(nt):
+                p = _ptr(g, sb, _mul(g, _add(g, _mul(g, kt, nb_n), _add(g, nb0, j)), 1024))
+                g.emit(f"call void @llvm.x86.tileloadd64(i8 {6 + j}, ptr {p}, i64 64)")
+            for i in range(mt):
+                for j in range(nt):
+                    g.emit(f"call void @llvm.x86.tdpbf16ps(i8 {ctile(i, j)}, i8 {4 + i}, i8 {6 + j})")
+
+        g.loop(kt_n, step)
+        for (i, j), p in cp.items():
+            g.emit(f"call void @llvm.x86.tilestored64(i8 {ctile(i, j)}, ptr {p}, i64 64)")
+
+    mp, np_ = _shr(g, mb_n, 2), _shr(g, nb_n, 2)
+    m_odd = g.op(f"icmp ne i64 {_rem(g, mb_n, 2)}, 0")
+    n_odd = g.op(f"icmp ne i64 {_rem(g, nb_n, 2)}, 0")
+    last_m, last_n = _sub(g, mb_n, 1), _sub(g, nb_n, 1)
+
+    def ncol(q: str) -> None:
+        nb0 = _mul(g, q, 2)
+        g.loop(mp, lambda t: block(_mul(g, t, 2), nb0, 2, 2))
+        _if(g, m_odd, lambda: block(last_m, nb0, 1, 2))
+
+    g.loop(np_, ncol)
+
+    def last_col() -> None:
+        g.loop(mp, lambda t: block(_mul(g, t, 2), last_n, 2, 1))
+        _if(g, m_odd, lambda: block(last_m, last_n, 1, 1))
+
+    _if(g, n_odd, last_col)
+    g.emit("call void @llvm.x86.tilerelease()")
+    g.br(done)
+    g.block(done)
+
+
+def _masked_load(g: Gen, n: int, ty: str, p: str, mask: str, align: int) -> str:
+    g.intrinsic(f"declare <{n} x {ty}> @llvm.masked.load.v{n}{ty}.p0(ptr, <{n} x i1>, <{n} x {ty}>)")
+    return g.op(f"call <{n} x {ty}> @llvm.masked.load.v{n}{ty}.p0(ptr align {align} {p}, <{n} x i1> {mask}, "
+                f"<{n} x {ty}> zeroinitializer)")
+
+
+def _amx_pack_a(g: Gen, dst: str, a: str, k: str, mb_n: str, kt_n: str, kb_pad: str) -> None:
+    """L0A (zZ, bf16) -> A tiles: tile (mb, kt) at (mb * kt_n + kt) KiB, row r = row r of fractals
+    (mb, 2kt) and (mb, 2kt + 1); columns k and beyond are zero (masked loads: no read past k)."""
+    def tile(mb: str, kt: str) -> None:
+        left = _sub(g, k, _mul(g, kt, 32))
+        lo = _lane_mask(g, 16, g.op(f"call i64 @llvm.umin.i64(i64 {left}, i64 16)"))
+        hi = _lane_mask(g, 16, g.op(f"call i64 @llvm.umin.i64(i64 {g.op(f'call i64 @llvm.usub.sat.i64(i64 {left}, i64 16)')}, i64 16)"))
+        src = _ptr(g, a, _mul(g, _add(g, _mul(g, mb, kb_pad), _mul(g, kt, 2)), 512))
+        d = _ptr(g, dst, _mul(g, _add(g, _mul(g, mb, kt_n), kt), 1024))
+        cat = "<" + ", ".join(f"i32 {i}" for i in range(32)) + ">"
+        for r in range(16):
+            x = _masked_load(g, 16, "i16", _ptr(g, src, r * 32), lo, 32)
+            y = _masked_load(g, 16, "i16", _ptr(g, src, 512 + r * 32), hi, 32)
+            v = g.op(f"shufflevector <16 x i16> {x}, <16 x i16> {y}, <32 x i32> {cat}")
+            g.emit(f"store <32 x i16> {v}, ptr {_ptr(g, d, r * 64)}, align 32")
+
+    g.intrinsic("declare i64 @llvm.umin.i64(i64, i64)")
+    g.intrinsic("declare i64 @llvm.usub.sat.i64(i64, i64)")
+    g.loop(mb_n, lambda mb: g.loop(kt_n, lambda kt: tile(mb, kt)))
+
+
+def _amx_pack_b(g: Gen, dst: str, b: str, k: str, kt_n: str, nb_n: str, nb_pad: str) -> None:
+    """L0B (bf16) -> B tiles: tile (kt, nb) at (kt * nb_n + nb) KiB, row p = k rows 2p, 2p + 1 of the
+    tile interleaved per n; rows k and beyond are zero."""
+    inter = "<" + ", ".join(f"i32 {i // 2 + 16 * (i % 2)}" for i in range(32)) + ">"
+
+    def tile(kt: str, nb: str) -> None:
+        left = g.op(f"trunc i64 {g.op(f'call i64 @llvm.umin.i64(i64 {_sub(g, k, _mul(g, kt, 32))}, i64 32)')} to i32")
+        lv = _splat(g, 32, "i32", left)
+        d = _ptr(g, dst, _mul(g, _add(g, _mul(g, kt, nb_n), nb), 1024))
+        for h in (0, 1):  # the tile's two k fractals
+            src = _ptr(g, b, _mul(g, _add(g, _mul(g, _add(g, _mul(g, kt, 2), h), nb_pad), nb), 512))
+            for q in range(8):
+                kk = 16 * h + 2 * q
+                rows = "<" + ", ".join(f"i32 {kk + i // 16}" for i in range(32)) + ">"
+                live = g.op(f"icmp slt <32 x i32> {rows}, {lv}")
+                x = _masked_load(g, 32, "i16", _ptr(g, src, q * 64), live, 32)
+                v = g.op(f"shufflevector <32 x i16> {x}, <32 x i16> poison, <32 x i32> {inter}")
+                g.emit(f"store <32 x i16> {v}, ptr {_ptr(g, d, (8 * h + q) * 64)}, align 32")
+
+    g.loop(kt_n, lambda kt: g.loop(nb_n, lambda nb: tile(kt, nb)))
+
+
+# ------------------------------------------------------------------ Fixpipe: L0C -> ND
+def gen_fix(g: Gen, dst: str, src: str, rows: str, cols: str, dst_stride: str, m_pad: str, acc_dtype: DType,
+            out_dtype: DType, relu: bool, scale: str | None) -> None:
+    """dst[i, j] = out(relu(C[i, j] * scale)) for i < rows, j < cols; C in L0C (NZ). Float results
+    round to nearest even; integer results round to nearest even and saturate."""
+    at = acc_dtype.llvm
+    ot = out_dtype.llvm
+    oes = out_dtype.itemsize
+    vin = f"<16 x {at}>"
+    vout = f"<16 x {ot}>"
+    sc = _splat(g, 16, "float", scale) if scale is not None else None
+
+    def sat_i8(x: str) -> str:
+        lo = _vcall(g, "smax", "v16i32", "<16 x i32>", x, _splat(g, 16, "i32", "-128"))
+        hi = _vcall(g, "smin", "v16i32", "<16 x i32>", lo, _splat(g, 16, "i32", "127"))
+        return g.op(f"trunc <16 x i32> {hi} to {vout}")
+
+    def convert(v: str) -> str:
+        if at == "i32" and sc is None:
+            if relu:
+                v = _vcall(g, "smax", "v16i32", vin, v, "zeroinitializer")
+            if out_dtype.is_float:  # one rounding, straight to the output type
+                return g.op(f"sitofp {vin} {v} to {vout}")
+            return v if ot == "i32" else sat_i8(v)
+        if at == "i32":
+            v = g.op(f"sitofp {vin} {v} to <16 x float>")
+        if sc is not None:
+            v = g.op(f"fmul <16 x float> {v}, {sc}")
+        if relu:
+            v = _vcall(g, "maximum", "v16f32", "<16 x float>", v, "zeroinitializer")
+        if out_dtype == f32:
+            return v
+        if ot == "bfloat":  # integer round-to-nearest-even: keeps subnormals, quiets NaNs (as torch)
+            b = g.op(f"bitcast <16 x float> {v} to <16 x i32>")
+            hi = g.op(f"lshr <16 x i32> {b}, {_splat(g, 16, 'i32', '16')}")
+            odd = g.op(f"and <16 x i32> {hi}, {_splat(g, 16, 'i32', '1')}")
+            bias = g.op(f"add <16 x i32> {odd}, {_splat(g, 16, 'i32', '32767')}")
+            r = g.op(f"lshr <16 x i32> {g.op(f'add <16 x i32> {b}, {bias}')}, {_splat(g, 16, 'i32', '16')}")
+            nan = g.op(f"fcmp uno <16 x float> {v}, zeroinitializer")
+            q = g.op(f"or <16 x i32> {hi}, {_splat(g, 16, 'i32', '64')}")
+            h = g.op(f"trunc <16 x i32> {g.op(f'select <16 x i1> {nan}, <16 x i32> {q}, <16 x i32> {r}')} to <16 x i16>")
+            return g.op(f"bitcast <16 x i16> {h} to {vout}")
+        if out_dtype.is_float:
+            return g.op(f"fptrunc <16 x float> {v} to {vout}")
+        g.intrinsic("declare <16 x float> @llvm.rint.v16f32(<16 x float>)")
+        g.intrinsic("declare <16 x i32> @llvm.fptosi.sat.v16i32.v16f32(<16 x float>)")
+        r = g.op(f"call <16 x float> @llvm.rint.v16f32(<16 x float> {v})")
+        x = g.op(f"call <16 x i32> @llvm.fptosi.sat.v16i32.v16f32(<16 x float> {r})")
+        return x if ot == "i32" else sat_i8(x)
+
+    full = _shr(g, cols, 16)
+    tail = _rem(g, cols, 16)
+    mask = _lane_mask(g, 16, tail)
+    vname = {"float": "v16f32", "half": "v16f16", "bfloat": "v16bf16", "i8": "v16i8", "i32": "v16i32"}[ot]
+    g.intrinsic(f"declare void @llvm.masked.store.{vname}.p0({vout}, ptr, <16 x i1>)")
+
+    def row(i: str) -> None:
+        drow = _ptr(g, dst, _mul(g, _mul(g, i, dst_stride), oes))
+
+        def load(jb: str) -> str:
+            return g.op(f"load {vin}, ptr {_ptr(g, src, _mul(g, _add(g, _mul(g, jb, m_pad), i), 64))}, align 32")
+
+        def blk(jb: str) -> None:
+            v = convert(load(jb))
+            g.emit(f"store {vout} {v}, ptr {_ptr(g, drow, _mul(g, jb, 16 * oes))}, align {oes}")
+
+        g.loop(full, blk)
+
+        def part() -> None:
+            v = convert(load(full))
+            p = _ptr(g, drow, _mul(g, full, 16 * oes))
+            g.emit(f"call void @llvm.masked.store.{vname}.p0({vout} {v}, ptr align {oes} {p}, <16 x i1> {mask})")
+
+        _if(g, g.op(f"icmp ne i64 {tail}, 0"), part)
+
+    g.loop(rows, row)
+
+
+def _vcall(g: Gen, name: str, suffix: str, vt: str, x: str, y: str) -> str:
+    g.intrinsic(f"declare {vt} @llvm.{name}.{suffix}({vt}, {vt})")
+    return g.op(f"call {vt} @llvm.{name}.{suffix}({vt} {x}, {vt} {y})")
+
+
+# ------------------------------------------------------------------ standalone functions
+ATTRS = '"no-builtins" "prefer-vector-width"="512" "min-legal-vector-width"="512"'
+
+
+def module(g: Gen, name: str, params: str) -> str:
+    """Wrap the lines emitted into `g` as `define void @name(params)`: a whole module (tests, bench)."""
+    body = "\n".join(g.lines)
+    return ("\n".join(sorted(g.decls)) + f"\n\ndefine void @{name}({params}) #0 {{\nentry:\n{body}\n  ret void\n}}\n"
+            f"\nattributes #0 = {{ {ATTRS} }}\n")
+
+
+__all__ = ["c0_of", "gen_nd2nz", "gen_l1_to_l0a", "gen_l1_to_l0b", "gen_mmad", "gen_fix", "host_isa", "module",
+           "carry_loop"]

@@ -32,20 +32,22 @@ def host(n: int) -> None:
     torch.set_num_threads(1)
     flops = 2 * n ** 3
     print(f"== host, one thread: {n}^3 matmul, GFLOP/s (ratio = torch time / Vinci time; > 1: Vinci faster)")
-    print(f"  {'inputs':<8}{'Vinci':>10}{'torch f32':>12}{'torch same dtype':>18}{'vs f32':>9}{'vs same':>9}")
-    for dt in (torch.float32, torch.float16, torch.bfloat16):
+    print(f"  {'inputs':<8}{'blocks':<12}{'Vinci':>8}{'torch f32':>11}{'torch same dtype':>18}{'vs f32':>8}{'vs same':>9}")
+    # block sizes that suit this host best (bench/mmad_native.py --sweep); all fit L0A/L0B/L0C
+    for dt, blk in ((torch.float32, (256, 128, 64)), (torch.float16, (256, 128, 64)), (torch.bfloat16, (256, 128, 128)),
+                    (torch.float32, (128, 128, 64))):
         a = torch.randn(n, n).to(dt)
         b = torch.randn(n, n).to(dt)
         c = torch.empty(n, n)
-        tv = best(lambda: matmul[24](a, b, c, BM=128, BN=128, BK=64))
+        tv = best(lambda: matmul[24](a, b, c, BM=blk[0], BN=blk[1], BK=blk[2]))
         want = a.float() @ b.float()
         assert torch.allclose(c, want, atol=1e-2 * n ** 0.5, rtol=1e-2)
         af, bf = a.float(), b.float()
         tf = best(lambda: torch.matmul(af, bf))
         ts = tf if dt == torch.float32 else best(lambda: torch.matmul(a, b), 1 if dt == torch.float16 else 5)
         name = str(dt).replace("torch.", "")
-        print(f"  {name:<8}{flops / tv / 1e9:>10.1f}{flops / tf / 1e9:>12.1f}{flops / ts / 1e9:>18.1f}"
-              f"{tf / tv:>9.2f}{ts / tv:>9.2f}")
+        print(f"  {name:<8}{'x'.join(map(str, blk)):<12}{flops / tv / 1e9:>8.1f}{flops / tf / 1e9:>11.1f}"
+              f"{flops / ts / 1e9:>18.1f}{tf / tv:>8.2f}{ts / tv:>9.2f}")
 
 
 def simulated(n: int) -> None:

@@ -63,6 +63,18 @@ class Compiled:
     from_cache: str  # "memory" | "disk" | "" (compiled now)
 
 
+def _tuning():  # type: ignore[no-untyped-def]
+    """O3 with the loop and SLP vectorisers; no generic loop unrolling: the hot loops are vectorised
+    (and the vectoriser interleaves them), the cube micro-kernels unroll themselves, and unrolling
+    everything else costs a third of the compile time for nothing measurable."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_interleaving = True
+    pto.loop_unrolling = False
+    return pto
+
+
 def optimize_to_object(ir_text: str) -> tuple[bytes, str]:
     """Parse, verify, optimise at O3 for the host CPU, emit an object file. Returns (object, optimised IR)."""
     with _LOCK:
@@ -70,10 +82,7 @@ def optimize_to_object(ir_text: str) -> tuple[bytes, str]:
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
         tm = _STATE["tm"]
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(tm, pto)  # type: ignore[arg-type]
+        pb = llvm.create_pass_builder(tm, _tuning())  # type: ignore[arg-type]
         pb.getModulePassManager().run(mod, pb)  # a fresh manager per module (reuse aborts)
         return tm.emit_object(mod), str(mod)  # type: ignore[attr-defined]
 
@@ -83,10 +92,7 @@ def assembly(ir_text: str) -> str:
         _init()
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(_STATE["tm"], pto)  # type: ignore[arg-type]
+        pb = llvm.create_pass_builder(_STATE["tm"], _tuning())  # type: ignore[arg-type]
         pb.getModulePassManager().run(mod, pb)
         return _STATE["tm"].emit_assembly(mod)  # type: ignore[attr-defined]
 

@@ -17,6 +17,7 @@ def main(quick: bool = False) -> int:
 
     sys.path.insert(0, str(_examples()))
     from layer_norm import layer_norm
+    from matmul import matmul
     from softmax import softmax
     from swish import swish, swish_backward
     from vadd import vadd, vadd_any
@@ -67,6 +68,12 @@ def main(quick: bool = False) -> int:
     b = torch.from_numpy(rng.standard_normal(cols).astype(np.float32))
     layer_norm[8](X, w, b, Y)
     check("layer_norm f32", Y, torch.nn.functional.layer_norm(X, (cols,), w, b), atol=1e-4, rtol=1e-4)
+    for dt in (torch.float16, torch.bfloat16, torch.float32):
+        A = torch.from_numpy(rng.standard_normal((300, 257)).astype(np.float32)).to(dt)
+        B = torch.from_numpy(rng.standard_normal((257, 130)).astype(np.float32)).to(dt)
+        C = torch.empty(300, 130)
+        matmul[8](A, B, C)
+        check(f"matmul {str(dt).replace('torch.', '')} 300x257x130 (cube)", C, A.float() @ B.float(), atol=1e-3, rtol=1e-3)
     print(f"  (first launch of vadd incl. compile or cache load: {first:.1f} ms)")
 
     print("\n== simulated profiles on the default config (24 cores)")
@@ -85,6 +92,15 @@ def main(quick: bool = False) -> int:
         pipes = sorted(run.pipes.items(), key=lambda kv: -kv[1])[:3]
         busy = ", ".join(f"{p} {u:.0%}" for p, u in pipes if u > 0)
         print(f"  {name:<30}{run.cycles:>10}{run.seconds * 1e6:>10.1f}{run.bound:>10}{run.efficiency:>8.1%}  {busy}")
+    mm = 1024 if quick else 2048
+    A = torch.randn(mm, mm).half()
+    B = torch.randn(mm, mm).half()
+    C = torch.empty(mm, mm, dtype=torch.float16)
+    run = matmul[24].profile(A, B, C, BM=256, BN=128, BK=64)
+    pipes = sorted(run.pipes.items(), key=lambda kv: -kv[1])[:3]
+    busy = ", ".join(f"{p} {u:.0%}" for p, u in pipes if u > 0)
+    name = f"matmul f16 {mm}^3 (cube)"
+    print(f"  {name:<30}{run.cycles:>10}{run.seconds * 1e6:>10.1f}{run.bound:>10}{run.efficiency:>8.1%}  {busy}")
     print("\nfull report of the last one:\n" + run.report())
     print(f"\n{'all checks passed' if not failures else f'{failures} check(s) FAILED'}")
     return 1 if failures else 0

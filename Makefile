@@ -22,6 +22,7 @@ demo: $(STAMP)
 	$(BIN)/vinci demo
 
 test: $(STAMP)
+	$(BIN)/ruff check dsl compiler simulator op_library torch_bridge tests bench examples
 	$(BIN)/python -m pytest tests -p no:cacheprovider
 
 bench: $(STAMP)

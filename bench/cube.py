@@ -24,9 +24,9 @@ def best(fn, reps: int = 5) -> float:  # type: ignore[no-untyped-def]
 
 def host(n: int) -> None:
     import torch
+    from matmul import matmul
 
     from compiler.config import CONFIG
-    from matmul import matmul
 
     CONFIG.threads = 1
     torch.set_num_threads(1)
@@ -52,7 +52,6 @@ def host(n: int) -> None:
 
 def simulated(n: int) -> None:
     import torch
-
     from matmul import matmul
 
     a = torch.randn(n, n).half()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,9 +31,9 @@ def best(fn, reps: int = 9) -> float:  # type: ignore[no-untyped-def]
 
 def host_vector(n: int) -> list[dict]:
     import torch
+    from vadd import vadd, vadd_any
 
     from compiler.config import CONFIG
-    from vadd import vadd, vadd_any
 
     CONFIG.threads = 1
     torch.set_num_threads(1)
@@ -58,7 +57,6 @@ def host_vector(n: int) -> list[dict]:
 
 def simulated(n: int) -> list[dict]:
     import numpy as np
-
     from swish import swish
     from vadd import vadd
 
@@ -127,7 +125,7 @@ def main() -> None:
     ns = p.parse_args()
     n = 1 << (20 if ns.quick else 24)
     if ns.only in (None, "host"):
-        print(f"== host time, 1 thread, against torch single-thread (ratio < 1: Vinci faster)")
+        print("== host time, 1 thread, against torch single-thread (ratio < 1: Vinci faster)")
         table(host_vector(n))
     if ns.only in (None, "sim"):
         print("\n== simulated on ascend910b1, 24 cores (efficiency = roofline bound / cycles)")

@@ -15,7 +15,17 @@ f64), not `sexpr.evaluate`. Known differences from the native run:
 
 - VREDUCE_SUM on floats adds left to right; the native loop is `fadd reassoc`, which LLVM splits
   into vector partial sums, so the last bits can differ;
-- stores to bf16 keep f32 subnormals (as torch does); LLVM on AVX512-BF16 hosts flushes them.
+- stores to bf16 keep f32 subnormals (as torch does); LLVM on AVX512-BF16 hosts flushes them, and
+  so does the native FIX pipe (`cube.gen_fix` rounds with fptrunc, i.e. vcvtneps2bf16);
+- bf16 Mmad on AMX hosts: how the tile unit rounds inside a 32-element step of k is not
+  documented (it is not the SDM's pseudocode), so the interpreter uses the vdpbf16ps rule (pairs,
+  odd element first, subnormals flushed): the f32 accumulators differ in their last bits. Every
+  other Mmad is bit-exact: f32/f16 (and bf16 without BF16 instructions) are one f32 fma per k in
+  order, i8 is exact in i32.
+
+The cube's memories hold fractals, not rows: L1 and L0C are NZ (16-row fractals column block by
+column block), L0A zZ and L0B fractal rows (see `compiler.cube`). `Core.fractals` views a cube
+buffer as its grid of fractals; `cube_get` / `cube_put` read and write it as a plain matrix.
 
 Use: VINCI_INTERPRET=1 (or `compiler.config.CONFIG.interpret = True`) sends every launch here.
 To step through a kernel, put a breakpoint in `Core.exec`: it stops before every statement, with
@@ -26,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import math
 import operator
 import sys
@@ -37,8 +48,27 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from compiler import sexpr as S
-from compiler.codegen import REDUCE, _bcast
-from compiler.ir import Barrier, Buf, Check, Flag, For, GMRef, If, Kernel, Load, Move, Print, SetVar, Stmt, Store, VOp
+from compiler.codegen import CUBE_TYPE, REDUCE, _bcast
+from compiler.ir import (
+    Barrier,
+    Buf,
+    Check,
+    Fix,
+    Flag,
+    For,
+    GMRef,
+    If,
+    Kernel,
+    Load,
+    Mmad,
+    Move,
+    Print,
+    SetVar,
+    Stmt,
+    Store,
+    VOp,
+)
+from compiler.passes.place import fractal_pad
 from compiler.sexpr import F64, I64, SExpr
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import DType, Mem, bf16, boolean, f16, f32, i8, i32
@@ -46,6 +76,7 @@ from simulator import abi
 from simulator.isa import EVENT_DTYPE, EVENT_WORDS, INFO, Instr, Pipe
 from simulator.isa import Mem as HwMem
 
+CUBE_MEMS = (Mem.L1, Mem.L0A, Mem.L0B, Mem.L0C)
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 
 #: how each dtype sits in memory (bool as its byte, so ~ and ^ work on it as the native i8 does)
@@ -357,6 +388,82 @@ def cast(x: Any, src: DType, dst: DType) -> Any:
     return np.asarray(x).astype(compute(dst))  # sext / trunc / same width
 
 
+# ------------------------------------------------------------------ the cube (compiler/cube.py)
+def _sum_round_odd(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x + y in f64 rounded to odd: rounding that to f32 then gives the correctly rounded f32 sum
+    (53 >= 24 + 2 bits), where plain f64 rounding could round twice."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)  # TwoSum: s + err == x + y exactly
+    bits = s.view(np.int64)
+    inexact = (err != 0) & np.isfinite(err) & ((bits & 1) == 0)
+    step = np.where(np.signbit(err) == np.signbit(s), 1, -1)  # toward the exact sum
+    return np.where(inexact, bits + step, bits).view(np.float64)
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """llvm.fma.f32: a * b + c rounded once (a * b of two f32 values is exact in f64)."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    return _sum_round_odd(p, c.astype(np.float64)).astype(np.float32)
+
+
+_F32_TINY = np.float32(2.0 ** -126)
+
+
+def _ftz(x: np.ndarray) -> np.ndarray:
+    """f32 subnormals to a zero of the same sign (the BF16 instructions' DAZ / FTZ)."""
+    return np.where(np.abs(x) < _F32_TINY, np.copysign(ZERO, x), x).astype(np.float32)
+
+
+def mmad_values(a: np.ndarray, b: np.ndarray, c: np.ndarray, isa: str) -> np.ndarray:
+    """c + a @ b as `cube.gen_mmad` computes it on `isa` (a: m x k, b: k x n, c: m x n f32 / i32).
+
+    i8: exact, wrapping in i32. Floats: one f32 fma per k in order (the vector micro-kernel), except
+    bf16 with BF16 instructions: vdpbf16ps adds the pair (2p+1, 2p) odd element first, rounding
+    after each, with subnormal inputs and results flushed; AMX is approximated by the same rule."""
+    if a.dtype == np.int8:
+        return (c.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    if a.dtype == storage(bf16) and isa in ("avx512", "amx"):
+        k = a32.shape[1]
+        a32 = _ftz(np.pad(a32, ((0, 0), (0, k % 2))))  # past k: zeros (A masked, B pair rows zeroed)
+        b32 = _ftz(np.pad(b32, ((0, k % 2), (0, 0))))
+        for p in range(0, k, 2):
+            for kk in (p + 1, p):
+                c = _ftz(fma32(a32[:, kk, None], b32[None, kk, :], c))
+        return c
+    for kk in range(a32.shape[1]):
+        c = fma32(a32[:, kk, None], b32[None, kk, :], c)
+    return c
+
+
+def fix_values(acc: np.ndarray, fix: Fix, scale: np.float32 | None) -> np.ndarray:
+    """`cube.gen_fix` on a matrix of accumulators: out(relu(acc * scale)) in the output's storage type."""
+    out = storage(fix.dtype)
+    if acc.dtype == np.int32 and scale is None:  # integer all the way
+        v = np.maximum(acc, np.int32(0)) if fix.relu else acc
+        if fix.dtype.is_float:  # (lowering never asks for this: sitofp straight to the output type)
+            return v.astype(out)
+        return v if fix.dtype == i32 else np.clip(v, -128, 127).astype(out)
+    v = acc.astype(np.float32)
+    if scale is not None:
+        v = v * scale
+    if fix.relu:
+        v = fmax(v, ZERO)
+    if fix.dtype.is_float:
+        return v.astype(out)  # round to nearest even (bf16 keeps subnormals; the native flushes them)
+    x = cast(v, f32, i32)  # rint, then saturate
+    return x if fix.dtype == i32 else np.clip(x, -128, 127).astype(out)
+
+
+@functools.lru_cache(maxsize=None)
+def host_isa() -> str:
+    """The Mmad path the native code takes on this host (`cube.host_isa`)."""
+    from compiler import cube
+
+    return cube.host_isa()
+
+
 # ------------------------------------------------------------------ memory views
 def window(flat: np.ndarray, start: int, rows: int, cols: int, stride: int, what: str) -> np.ndarray:
     """rows x cols elements of the 1-D array `flat` from element `start`, consecutive rows `stride`
@@ -466,7 +573,42 @@ class Core:
 
     def tile(self, b: Buf) -> np.ndarray:
         """A copy of b's valid extent, for looking at while stepping."""
-        return self.view(b, self.i64(b.ext[0]), self.i64(b.ext[1])).copy()
+        rows, cols = self.i64(b.ext[0]), self.i64(b.ext[1])
+        if b.mem in CUBE_MEMS:
+            return self.cube_get(b, rows, cols)
+        return self.view(b, rows, cols).copy()
+
+    def fractals(self, b: Buf) -> np.ndarray:
+        """A cube buffer's current slot as its grid of fractals [block row, block col, row, col] (a
+        view): 16 x c0 fractals (c0 = 32 bytes of elements) in L1 and L0A, c0 x 16 in L0B, 16 x 16 in
+        L0C; L1 and L0C (NZ) store them column block by column block, L0A and L0B row by row."""
+        rp, cp = (self.i64(e) for e in fractal_pad(b))
+        c0 = 32 // b.dtype.itemsize
+        fr, fc = {Mem.L0B: (c0, 16), Mem.L0C: (16, 16)}.get(b.mem, (16, c0))
+        flat, start, _ = self.base(b)
+        if start < 0 or start + rp * cp > flat.size:
+            raise AssertionError(f"buffer '{b.name}': elements [{start}, {start + rp * cp}) are outside its memory "
+                                 f"of {flat.size} elements")
+        mem = flat[start:start + rp * cp]
+        if b.mem in (Mem.L0A, Mem.L0B):
+            return mem.reshape(rp // fr, cp // fc, fr, fc)
+        return mem.reshape(cp // fc, rp // fr, fr, fc).transpose(1, 0, 2, 3)
+
+    def cube_get(self, b: Buf, rows: int, cols: int) -> np.ndarray:
+        """Elements [0, rows) x [0, cols) of a cube buffer as a matrix (a copy)."""
+        g = self.fractals(b)
+        fr, fc = g.shape[2:]
+        nr, nc = -(-max(rows, 0) // fr), -(-max(cols, 0) // fc)
+        return g[:nr, :nc].transpose(0, 2, 1, 3).reshape(nr * fr, nc * fc)[:max(rows, 0), :max(cols, 0)]
+
+    def cube_put(self, b: Buf, x: np.ndarray) -> None:
+        """Write the matrix x, whole fractals from the top left corner, into a cube buffer."""
+        g = self.fractals(b)
+        fr, fc = g.shape[2:]
+        nr, nc = x.shape[0] // fr, x.shape[1] // fc
+        assert x.shape == (nr * fr, nc * fc) and nr <= g.shape[0] and nc <= g.shape[1], \
+            f"{x.shape} is not whole fractals of buffer '{b.name}'"
+        g[:nr, :nc] = x.reshape(nr, fr, nc, fc).transpose(0, 2, 1, 3)
 
     # ---------------------------------------------------------- statements
     def run(self, body: Sequence[Stmt]) -> None:
@@ -489,13 +631,10 @@ class Core:
             self.event(Instr.WAIT_FLAG if s.wait else Instr.SET_FLAG, pipe, s.loc, int(other), self.i64(s.event))
         elif isinstance(s, Barrier):
             self.event(Instr.BARRIER, Pipe.ALL, s.loc)
-        elif isinstance(s, (Store, Move)) and (getattr(s, "fix", None) is not None or getattr(s, "transpose", False)):
-            # the cube's data path (L0C fix-up, transposed L1 -> L0 moves) has no rule here yet
-            raise AssertionError(f"interpret: no rule for {type(s).__name__} with {s.fix or 'transpose'}")
         elif isinstance(s, Load):
             self.dma(s.instr, s.src, s.dst, True, s.loc)  # type: ignore[arg-type]
         elif isinstance(s, Store):
-            self.dma(s.instr, s.dst, s.src, False, s.loc)  # type: ignore[arg-type]
+            self.dma(s.instr, s.dst, s.src, False, s.loc, s.fix)  # type: ignore[arg-type]
         elif isinstance(s, Move):
             self.move(s)
         elif isinstance(s, VOp):
@@ -506,7 +645,10 @@ class Core:
                     self.vop(s)
         elif isinstance(s, Print):
             self.print_(s)
-        else:  # Mmad: no cube unit in this build (codegen needs compiler.cube, which does not exist yet)
+        elif isinstance(s, Mmad):
+            with np.errstate(all="ignore"):
+                self.mmad(s)
+        else:
             raise AssertionError(f"interpret: no rule for {type(s).__name__}")
 
     def for_(self, s: For) -> None:
@@ -517,9 +659,11 @@ class Core:
             self.env[s.var] = wrap(int(self.env[s.var]) + step)
             self.env[s.it] = wrap(int(self.env[s.it]) + 1)
 
-    def dma(self, instr: Instr, ref: GMRef, buf: Buf, is_load: bool, loc: SourceLoc) -> None:
-        """codegen.gen_dma: both bounds checks before any element moves, then the event, then the copy."""
-        es = buf.dtype.itemsize
+    def dma(self, instr: Instr, ref: GMRef, buf: Buf, is_load: bool, loc: SourceLoc, fix: Fix | None = None) -> None:
+        """codegen.gen_dma: both bounds checks before any element moves, then the event, then the copy.
+        Out of UB the copy is the cube's: GM -> L1 lays the window out in NZ, zero-padded to whole
+        fractals; L0C -> GM runs the FIX pipe."""
+        es = ref.dtype.itemsize  # the GM element: out of L0C it is the FIX output, not the accumulator
         off, rows, cols, stride, numel = (self.i64(e) for e in (ref.offset, ref.rows, ref.cols, ref.stride,
                                                                  ref.numel))
         last = wrap(off + wrap((rows - 1) * stride) + cols)
@@ -535,6 +679,17 @@ class Core:
         gm_index = [p.slot for p in self.k.params if p.kind == "gm"].index(ref.arg)  # c: which GM tensor
         self.event(instr, INFO[instr][1], loc, cols * es, rows, gm_index, off * es, stride * es)
         g = window(self.gm[ref.arg], off, rows, cols, stride, f"'{ref.name}'")
+        if buf.mem != Mem.UB:
+            if is_load:  # ND -> NZ: the whole padded buffer is written, zeros around the window
+                rp, cp = (self.i64(e) for e in fractal_pad(buf))
+                padded = np.zeros((rp, cp), storage(buf.dtype))
+                padded[:g.shape[0], :g.shape[1]] = g
+                self.cube_put(buf, padded)
+            else:
+                assert fix is not None, f"a store from {buf.mem.value} without a FIX conversion"
+                with np.errstate(all="ignore"):
+                    g[...] = fix_values(self.cube_get(buf, rows, cols), fix, self.fix_scale(fix))
+            return
         b = self.view(buf, rows, cols)
         if is_load:
             b[...] = g
@@ -543,9 +698,51 @@ class Core:
 
     def move(self, s: Move) -> None:
         """codegen.gen_move: rows x cols of the source's extent, row by row."""
+        if Mem.UB not in (s.dst.mem, s.src.mem) or s.src.mem == Mem.L0C:
+            self.cube_move(s)
+            return
         rows, cols = self.i64(s.src.ext[0]), self.i64(s.src.ext[1])
         self.event(s.instr, INFO[s.instr][1], s.loc, cols * s.dst.dtype.itemsize, rows, -1, 0, 0)  # type: ignore[index]
         self.view(s.dst, rows, cols)[...] = self.view(s.src, rows, cols).copy()
+
+    def fix_scale(self, fix: Fix) -> np.float32 | None:
+        return None if fix.scale is None else scalar_as(self.scalar(fix.scale), fix.scale.ty, f32)
+
+    def cube_move(self, s: Move) -> None:
+        """codegen.gen_cube_move: L0C -> UB through the FIX pipe, or L1 -> L0A / L0B (MTE1), the
+        fractals covering the destination's extent, transposing when the L1 buffer holds the
+        operand transposed (the padding inside fractals comes along: zeros from the load)."""
+        d, src = s.dst, s.src
+        info = INFO[s.instr]  # type: ignore[index]
+        if src.mem == Mem.L0C:
+            rows, cols = self.i64(src.ext[0]), self.i64(src.ext[1])
+            self.event(s.instr, info[1], s.loc, cols * d.dtype.itemsize, rows, -1, 0, 0)  # type: ignore[arg-type]
+            assert s.fix is not None, "a move out of L0C without a FIX conversion"
+            with np.errstate(all="ignore"):
+                self.view(d, rows, cols)[...] = fix_values(self.cube_get(src, rows, cols), s.fix, self.fix_scale(s.fix))
+            return
+        rp, cp = (self.i64(e) for e in fractal_pad(d))
+        self.event(s.instr, info[1], s.loc, rp * cp * d.dtype.itemsize, 1, -1, 0, 0)  # type: ignore[arg-type]
+        c0 = 32 // d.dtype.itemsize
+        fr, fc = (16, c0) if d.mem == Mem.L0A else (c0, 16)
+        rows = -(-max(self.i64(d.ext[0]), 0) // fr) * fr
+        cols = -(-max(self.i64(d.ext[1]), 0) // fc) * fc
+        # the native code addresses L1 with the destination's padding; lowering makes it the source's own
+        srp = self.i64(fractal_pad(src)[0])
+        assert srp == -(-(cp if s.transpose else rp) // 16) * 16, f"L1 buffer '{src.name}' is padded to {srp} rows"
+        x = self.cube_get(src, rows, cols) if True else self.cube_get(src, rows, cols)
+        self.cube_put(d, x)
+
+    def mmad(self, s: Mmad) -> None:
+        """codegen.gen_cube_mmad: C = (init ? 0 : C) + A @ B over exactly k terms, for the 16 x 16
+        fractals covering m x n (the rows and columns past m and n get the zero padding's products)."""
+        m, n, k = (self.i64(e) for e in (s.m, s.n, s.k))
+        self.event(Instr.MMAD, Pipe.M, s.loc, m, n, k, int(CUBE_TYPE[s.a.dtype.name]))
+        rows, cols, k = -(-max(m, 0) // 16) * 16, -(-max(n, 0) // 16) * 16, max(k, 0)
+        acc = storage(s.dst.dtype)
+        c = np.zeros((rows, cols), acc) if self.i64(s.init) != 0 else self.cube_get(s.dst, rows, cols)
+        a, b = self.cube_get(s.a, rows, k), self.cube_get(s.b, k, cols)
+        self.cube_put(s.dst, mmad_values(a, b, c, host_isa()).astype(acc))
 
     def vop(self, s: VOp) -> None:
         """codegen.gen_vop: one element rule over the destination's extent, sources broadcast by capacity."""

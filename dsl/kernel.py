@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dsl.errors import KernelError, SourceLoc, register_source
+from dsl.errors import KernelError, SourceLoc
 from dsl.types import BY_CODE, DType, from_numpy, from_torch
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 
 
-
 @dataclass(frozen=True)
 class DType:
     """An element type. `llvm` is the LLVM IR spelling, `itemsize` bytes per element."""

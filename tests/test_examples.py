@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from layer_norm import layer_norm
 from matmul import matmul
 from softmax import softmax

@@ -14,13 +14,13 @@ import dataclasses
 
 from compiler import sexpr as S
 from compiler.ir import Buf, Check, For, If, Kernel, Load, Move, Placement, Print, Stmt, Store, VOp, accesses
-from simulator.isa import Instr
-
-REDUCE_OPS = (Instr.VREDUCE_SUM, Instr.VREDUCE_MAX, Instr.VREDUCE_MIN)
+from compiler.passes.units import HW_MEM
 from compiler.sexpr import SExpr
 from dsl.errors import KernelError, fmt_bytes
 from dsl.types import Mem
-from compiler.passes.units import HW_MEM
+from simulator.isa import Instr
+
+REDUCE_OPS = (Instr.VREDUCE_SUM, Instr.VREDUCE_MAX, Instr.VREDUCE_MIN)
 
 ALIGN = 32
 

@@ -31,7 +31,7 @@ def _vector_operand(b: Buf, s: VOp) -> None:
     if b.mem != Mem.UB:
         raise KernelError("E303", f"the vector unit cannot {('write' if b is s.dst else 'read')} '{b.name}': "
                           f"it is in {b.mem.value}, vector instructions work on UB", s.loc,
-                          f"allocate it in UB (dsl.alloc(dsl.UB, ...)) or dsl.copy it to a UB buffer first")
+                          "allocate it in UB (dsl.alloc(dsl.UB, ...)) or dsl.copy it to a UB buffer first")
 
 
 def _assign(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:

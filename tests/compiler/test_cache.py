@@ -4,10 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
-
-import numpy as np
 
 from compiler import jit
 

@@ -170,12 +170,6 @@ def reduce2d(x: GM[f32], rows: GM[f32], cols: GM[f32], total: GM[f32], R: Const[
     for r in dsl.tiles(x.shape[0], R):
         xt = x[r, :]
         rows[r] = dsl.sum(xt, axis=1)
-    if dsl.core_id() == 0:
-        acc = dsl.zeros((1,), f32)
-        for r in dsl.tiles(x.shape[0], R):
-            pass
-    for c in dsl.range(0, 1):
-        pass
 
 
 def test_row_reduction_without_keepdims() -> None:
@@ -253,7 +247,7 @@ def nested(x: GM[f32], y: GM[f32], RB: Const[int] = 4, CB: Const[int] = 64):
                 y[r, c] = blk * 0.0
             else:
                 y[r, c] = blk + r.start
-    
+
 
 def test_nested_loops_2d_blocks_and_if() -> None:
     x = torch.randn(10, 150)

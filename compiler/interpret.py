@@ -15,8 +15,6 @@ f64), not `sexpr.evaluate`. Known differences from the native run:
 
 - VREDUCE_SUM on floats adds left to right; the native loop is `fadd reassoc`, which LLVM splits
   into vector partial sums, so the last bits can differ;
-- stores to bf16 keep f32 subnormals (as torch does); LLVM on AVX512-BF16 hosts flushes them, and
-  so does the native FIX pipe (`cube.gen_fix` rounds with fptrunc, i.e. vcvtneps2bf16);
 - bf16 Mmad on AMX hosts: how the tile unit rounds inside a 32-element step of k is not
   documented (it is not the SDM's pseudocode), so the interpreter uses the vdpbf16ps rule (pairs,
   odd element first, subnormals flushed): the f32 accumulators differ in their last bits. Every
@@ -451,7 +449,7 @@ def fix_values(acc: np.ndarray, fix: Fix, scale: np.float32 | None) -> np.ndarra
     if fix.relu:
         v = fmax(v, ZERO)
     if fix.dtype.is_float:
-        return v.astype(out)  # round to nearest even (bf16 keeps subnormals; the native flushes them)
+        return v.astype(out)  # round to nearest even, keeping bf16 subnormals (as torch and the native do)
     x = cast(v, f32, i32)  # rint, then saturate
     return x if fix.dtype == i32 else np.clip(x, -128, 127).astype(out)
 
@@ -730,7 +728,7 @@ class Core:
         # the native code addresses L1 with the destination's padding; lowering makes it the source's own
         srp = self.i64(fractal_pad(src)[0])
         assert srp == -(-(cp if s.transpose else rp) // 16) * 16, f"L1 buffer '{src.name}' is padded to {srp} rows"
-        x = self.cube_get(src, rows, cols) if True else self.cube_get(src, rows, cols)
+        x = self.cube_get(src, cols, rows).T if s.transpose else self.cube_get(src, rows, cols)
         self.cube_put(d, x)
 
     def mmad(self, s: Mmad) -> None:

@@ -512,6 +512,14 @@ def gen_move(g: Gen, s: Move) -> None:
     es = d.dtype.itemsize
     rows, cols = _i64(g, src.ext[0]), _i64(g, src.ext[1])
     g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {es}"), rows, -1, 0, 0)  # type: ignore[index]
+    if d.mem == Mem.L1:  # UB (ND rows) -> L1 (NZ fractals), as the GM -> L1 DMA lays it out
+        from compiler import cube
+
+        dp, _ = g.buf_ptr(d)
+        sp, ss = g.buf_ptr(src)
+        rp, cp = (_i64(g, e) for e in fractal_pad(d))
+        cube.gen_nd2nz(g, dp, sp, rows, cols, ss, rp, cp, d.dtype)
+        return
     dp, ds = g.buf_ptr(d)
     sp, ss = g.buf_ptr(src)
     nbytes = g.op(f"mul i64 {cols}, {es}")

@@ -701,6 +701,12 @@ class Core:
             return
         rows, cols = self.i64(s.src.ext[0]), self.i64(s.src.ext[1])
         self.event(s.instr, INFO[s.instr][1], s.loc, cols * s.dst.dtype.itemsize, rows, -1, 0, 0)  # type: ignore[index]
+        if s.dst.mem == Mem.L1:  # UB rows -> L1 fractals, laid out as the GM -> L1 DMA does
+            rp, cp = (self.i64(e) for e in fractal_pad(s.dst))
+            padded = np.zeros((rp, cp), storage(s.dst.dtype))
+            padded[:rows, :cols] = self.view(s.src, rows, cols)
+            self.cube_put(s.dst, padded)
+            return
         self.view(s.dst, rows, cols)[...] = self.view(s.src, rows, cols).copy()
 
     def fix_scale(self, fix: Fix) -> np.float32 | None:

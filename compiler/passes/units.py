@@ -13,7 +13,8 @@ from dsl.types import Mem
 from simulator.isa import ROUTE, Instr
 from simulator.isa import Mem as HwMem
 
-_BY_ROUTE = {(src.name, dst.name): instr for instr, (src, dst) in ROUTE.items()}
+# L1 holds fractals (NZ) for the cube; nothing reads them back out to UB on this core
+_BY_ROUTE = {(src.name, dst.name): instr for instr, (src, dst) in ROUTE.items() if instr != Instr.COPY_L1_UB}
 _LEGAL = ", ".join(f"{s}->{d}" for s, d in _BY_ROUTE)
 
 
@@ -21,6 +22,7 @@ def route(src: Mem, dst: Mem, what: str, loc) -> Instr:  # type: ignore[no-untyp
     instr = _BY_ROUTE.get((src.value, dst.value))
     if instr is None:
         hint = {("GM", "L0A"): "stage it through L1", ("GM", "L0B"): "stage it through L1",
+                ("L1", "UB"): "L1 feeds the cube (L0A/L0B); keep a UB copy if the vector unit needs the data",
                 ("L1", "GM"): "move it to UB first", ("L0C", "L0A"): "go through L1"}.get((src.value, dst.value))
         raise KernelError("E303", f"no data path from {src.value} to {dst.value} for {what}", loc,
                           hint or f"the core's paths are {_LEGAL}")

@@ -398,3 +398,24 @@ def test_mmad_model_matches_each_vector_path(isa: str, dt: str) -> None:
     with np.errstate(all="ignore"):
         want = I.mmad_values(za[:48, :k], zb[:k, :64], c[:48, :64], isa)
     same(got, want.astype(acc))
+
+
+@dsl.kernel
+def staged_in_ub(a: GM, b: GM, c: GM):
+    """An operand computed on the vector unit, then moved UB -> L1 (NZ) for the cube."""
+    a1 = dsl.alloc(dsl.L1, (32, 48), a.dtype)
+    dsl.copy(a1, a[0:32, 0:48] * 2.0)
+    acc = dsl.zeros((32, 40), f32)
+    acc += a1 @ b[0:48, 0:40]
+    c[0:32, 0:40] = acc
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_ub_to_l1_move_feeds_the_cube(dt) -> None:  # type: ignore[no-untyped-def]
+    a = rng.standard_normal((32, 48)).astype(dt)
+    b = rng.standard_normal((48, 40)).astype(dt)
+    na, ia, nr, ir = both(staged_in_ub[1], [a, b, np.zeros((32, 40), np.float32)], profile=True)
+    want = (2 * a.astype(np.float32)).astype(dt).astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(na[2], want, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(ia[2], na[2], rtol=1e-6, atol=1e-6)
+    same_runs(nr, ir)

@@ -394,7 +394,13 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -
     nz = g.op(f"and i1 {g.op(f'icmp sgt i64 {rows}, 0')}, {g.op(f'icmp sgt i64 {cols}, 0')}")
     rm1 = g.op(f"sub i64 {rows}, 1")
     span = g.op(f"mul i64 {rm1}, {stride}")
-    last = g.op(f"add i64 {g.op(f'add i64 {off}, {span}')}, {cols}")
+    step = _i64(g, ref.step) if ref.step is not None else None
+    if step is None:
+        last = g.op(f"add i64 {g.op(f'add i64 {off}, {span}')}, {cols}")
+    else:  # a stepped window: the last element is (cols - 1) steps into the last row
+        cspan = g.op(f"mul i64 {g.op(f'sub i64 {cols}, 1')}, {step}")
+        both = g.op(f"add i64 {span}, {cspan}")
+        last = g.op(f"add i64 {g.op(f'add i64 {off}, {both}')}, 1")
     inside = g.op(f"and i1 {g.op(f'icmp sge i64 {off}, 0')}, {g.op(f'icmp sle i64 {last}, {numel}')}")
     ok = g.op(f"or i1 {g.op(f'xor i1 {nz}, true')}, {inside}")
     verb = "read" if is_load else "write"
@@ -405,8 +411,12 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -
     g.guard(fits, "E301", f"a window of %d x %d elements does not fit buffer '{buf.name}' of %d x %d",
             [rows, cols, cap_r, cap_c], "the buffer is smaller than the window copied into it", loc)
     gm_index = [p.slot for p in g.k.params if p.kind == "gm"].index(ref.arg)
-    g.event(instr, INFO[instr][1], loc, g.op(f"mul i64 {cols}, {es}"), rows, str(gm_index),
-            g.op(f"mul i64 {off}, {es}"), g.op(f"mul i64 {stride}, {es}"))
+    if step is None:
+        g.event(instr, INFO[instr][1], loc, g.op(f"mul i64 {cols}, {es}"), rows, str(gm_index),
+                g.op(f"mul i64 {off}, {es}"), g.op(f"mul i64 {stride}, {es}"))
+    else:  # a gather/scatter: every element is a burst of its own
+        g.event(instr, INFO[instr][1], loc, es, g.op(f"mul i64 {rows}, {cols}"), str(gm_index),
+                g.op(f"mul i64 {off}, {es}"), g.op(f"mul i64 {step}, {es}"))
     if buf.mem != Mem.UB:
         from compiler import cube
 
@@ -429,6 +439,9 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -
         gp = g.op(f"getelementptr i8, ptr {gm}, i64 {g.op(f'mul i64 {gmo}, {es}')}")
         belems = g.op(f"mul i64 {r}, {bstride}")
         bp = g.op(f"getelementptr i8, ptr {bptr}, i64 {g.op(f'mul i64 {belems}, {es}')}")
+        if step is not None:
+            strided_copy(g, bp, gp, cols, step, buf.dtype, is_load)
+            return
         src, dst = (gp, bp) if is_load else (bp, gp)
         copy_elems(g, dst, src, cols, buf.dtype, ahead if is_load else None)
 
@@ -502,6 +515,20 @@ def gen_cube_move(g: Gen, s: Move) -> None:
         cube.gen_l1_to_l0a(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose)
     else:
         cube.gen_l1_to_l0b(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose)
+
+
+def strided_copy(g: Gen, ub: str, gm: str, count: str, step: str, d: DType, is_load: bool) -> None:
+    """count elements between a UB row and GM elements `step` apart (gather on load, scatter on store)."""
+    t = {1: "i8", 2: "i16", 4: "i32"}[d.itemsize]
+
+    def one(i: str) -> None:
+        pg = g.op(f"getelementptr {t}, ptr {gm}, i64 {g.op(f'mul i64 {i}, {step}')}")
+        pu = g.op(f"getelementptr {t}, ptr {ub}, i64 {i}")
+        src, dst = (pg, pu) if is_load else (pu, pg)
+        v = g.op(f"load {t}, ptr {src}, align {d.itemsize}")
+        g.emit(f"store {t} {v}, ptr {dst}, align {d.itemsize}")
+
+    g.loop(count, one)
 
 
 def gen_move(g: Gen, s: Move) -> None:

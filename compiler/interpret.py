@@ -463,17 +463,18 @@ def host_isa() -> str:
 
 
 # ------------------------------------------------------------------ memory views
-def window(flat: np.ndarray, start: int, rows: int, cols: int, stride: int, what: str) -> np.ndarray:
+def window(flat: np.ndarray, start: int, rows: int, cols: int, stride: int, what: str, step: int = 1) -> np.ndarray:
     """rows x cols elements of the 1-D array `flat` from element `start`, consecutive rows `stride`
-    elements apart: a writable view. Empty when rows or cols <= 0 (the native loops run 0 times)."""
+    elements apart, consecutive columns `step` apart: a writable view. Empty when rows or cols <= 0
+    (the native loops run 0 times)."""
     if rows <= 0 or cols <= 0:
         return np.empty((max(rows, 0), max(cols, 0)), flat.dtype)
-    end = start + (rows - 1) * stride + cols
+    end = start + (rows - 1) * stride + (cols - 1) * step + 1
     if start < 0 or stride < 0 or end > flat.size:
         raise AssertionError(f"{what}: elements [{start}, {end}) with row stride {stride} are outside its "
                              f"memory of {flat.size} elements")
     item = flat.strides[0]
-    return as_strided(flat[start:], (rows, cols), (stride * item, item))
+    return as_strided(flat[start:], (rows, cols), (stride * item, step * item))
 
 
 def gm_array(value: Any, info: Any, d: DType) -> np.ndarray:
@@ -664,7 +665,9 @@ class Core:
         es = ref.dtype.itemsize  # the GM element: out of L0C it is the FIX output, not the accumulator
         off, rows, cols, stride, numel = (self.i64(e) for e in (ref.offset, ref.rows, ref.cols, ref.stride,
                                                                  ref.numel))
-        last = wrap(off + wrap((rows - 1) * stride) + cols)
+        step = self.i64(ref.step) if ref.step is not None else None
+        last = wrap(off + wrap((rows - 1) * stride) + cols) if step is None else \
+            wrap(off + wrap((rows - 1) * stride) + wrap((cols - 1) * step) + 1)
         if rows > 0 and cols > 0 and not (off >= 0 and last <= numel):
             verb = "read" if is_load else "write"
             raise self.fail("E404", f"DMA would {verb} elements [%d, %d) of '{ref.name}' ({ref.dtype}), which has "
@@ -675,8 +678,11 @@ class Core:
             raise self.fail("E301", f"a window of %d x %d elements does not fit buffer '{buf.name}' of %d x %d",
                             [rows, cols, cap_r, cap_c], "the buffer is smaller than the window copied into it", loc)
         gm_index = [p.slot for p in self.k.params if p.kind == "gm"].index(ref.arg)  # c: which GM tensor
-        self.event(instr, INFO[instr][1], loc, cols * es, rows, gm_index, off * es, stride * es)
-        g = window(self.gm[ref.arg], off, rows, cols, stride, f"'{ref.name}'")
+        if step is None:
+            self.event(instr, INFO[instr][1], loc, cols * es, rows, gm_index, off * es, stride * es)
+        else:  # a gather/scatter: every element is a burst of its own
+            self.event(instr, INFO[instr][1], loc, es, rows * cols, gm_index, off * es, step * es)
+        g = window(self.gm[ref.arg], off, rows, cols, stride, f"'{ref.name}'", step or 1)
         if buf.mem != Mem.UB:
             if is_load:  # ND -> NZ: the whole padded buffer is written, zeros around the window
                 rp, cp = (self.i64(e) for e in fractal_pad(buf))

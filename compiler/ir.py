@@ -65,9 +65,11 @@ class GMRef:
     cols: SExpr
     stride: SExpr
     numel: SExpr
+    step: SExpr | None = None  # elements between consecutive columns (None: contiguous)
 
     def __repr__(self) -> str:
-        return f"{self.name}[+{fmt(self.offset)}: {fmt(self.rows)}x{fmt(self.cols)} /{fmt(self.stride)}]"
+        step = f" step {fmt(self.step)}" if self.step is not None else ""
+        return f"{self.name}[+{fmt(self.offset)}: {fmt(self.rows)}x{fmt(self.cols)} /{fmt(self.stride)}{step}]"
 
 
 Operand = Union[Buf, SExpr]

@@ -536,6 +536,7 @@ class Lowerer(CallLowering, CubeLowering):
         if len(idx) > rank:
             raise err("E205", f"too many indices: {len(idx)} for '{g.p.name}' of rank {rank}", index.loc)
         dims = []  # (start, len, cap, is_scalar)
+        steps = [1] * rank
         for d in range(rank):
             shape = g.shape(d)
             if d >= len(idx):
@@ -543,11 +544,15 @@ class Lowerer(CallLowering, CubeLowering):
                 continue
             ix = idx[d]
             if isinstance(ix, A.Slice):
+                step = 1
                 if ix.step is not None:
-                    raise err("E205", "strided slices of GM are not supported", ix.loc)
+                    step = self.static_int(self.expr(ix.step), ix.step.loc, "slice step")
+                    if step < 1:
+                        raise err("E207", f"slice steps must be positive, got {step}", ix.step.loc)
                 lo = self.scalar(self.expr(ix.lower), ix.loc) if ix.lower is not None else S.const(0)
                 hi = self.scalar(self.expr(ix.upper), ix.loc) if ix.upper is not None else shape
-                ln = S.sub(hi, lo)
+                ln = S.sub(hi, lo) if step == 1 else S.ceil_div(S.sub(hi, lo), step)
+                steps[d] = step
                 if ix.lower is not None or ix.upper is not None:
                     self.emit(Check(S.binary("and", S.binary("<=", 0, lo), S.binary("and", S.binary("<=", lo, hi),
                                                                                      S.binary("<=", hi, shape))),
@@ -582,13 +587,18 @@ class Lowerer(CallLowering, CubeLowering):
         strides = [ONE] * rank
         for d in range(rank - 2, -1, -1):
             strides[d] = S.mul(strides[d + 1], g.shape(d + 1))
+        dim_strides = list(strides)
+        for d in range(rank):  # a stepped slice walks its dimension `step` elements at a time
+            if steps[d] != 1:
+                strides[d] = S.mul(strides[d], steps[d])
         offset = S.const(0)
         for d, dm in enumerate(dims):
-            offset = S.add(offset, S.mul(dm[0], strides[d]))
+            offset = S.add(offset, S.mul(dm[0], dim_strides[d]))
         cols = dims[tiled[-1]]
         rows = dims[tiled[0]] if len(tiled) == 2 else (S.const(0), ONE, ONE, False)
         stride = strides[tiled[0]] if len(tiled) == 2 else cols[1]
-        ref = GMRef(g.p.slot, g.p.name, g.p.dtype, offset, rows[1], cols[1], stride, g.numel())
+        step = S.const(steps[tiled[-1]]) if steps[tiled[-1]] != 1 else None
+        ref = GMRef(g.p.slot, g.p.name, g.p.dtype, offset, rows[1], cols[1], stride, g.numel(), step)
         full = (g.shape(tiled[0]) if len(tiled) == 2 else ONE, g.shape(tiled[-1]))
         return RV(g, ref, len(tiled), (rows[2], cols[2]), full=full)
 

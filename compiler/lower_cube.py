@@ -43,6 +43,9 @@ class CubeLowering:
         if isinstance(v, RV):
             dt = v.ref.dtype
             self.cube_dtype(dt, loc)
+            if v.ref.step is not None:
+                raise err("E210", f"a stepped window of '{v.ref.name}' cannot feed the cube", loc,
+                          "gather it into a GM buffer first (a vector kernel), then multiply that")
             if v.rank != 2 and not (v.rank == 1 and role == "A"):
                 raise err("E205", f"the {role} operand of @ must be a 2-D window", loc)
             stored = (v.cap[1], v.cap[0]) if v.transposed else v.cap

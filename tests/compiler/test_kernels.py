@@ -334,3 +334,30 @@ def test_failed_launch_keeps_compile_cache_and_tensors() -> None:
     good = torch.empty(100)
     axpy[1](x, x, good, 1.0, TILE=64)  # the same compiled kernel still works
     assert torch.equal(good, 2 * x)
+
+
+@dsl.kernel
+def strided(x: GM[f32], y: GM[f32], S: Const[int] = 3):
+    """Stepped windows: every S-th element of each row (a gather) and back (a scatter)."""
+    n = (x.shape[1] + S - 1) // S
+    for r in dsl.tiles(x.shape[0], 2):
+        y[r, 0:n] = x[r, 0:x.shape[1]:S] * 2.0
+        y[r, 1:x.shape[1]:S] = x[r, 1:x.shape[1]:S] + 100.0
+
+
+@pytest.mark.parametrize("interpret", [False, True])
+def test_stepped_windows(interpret: bool) -> None:
+    from compiler.config import CONFIG
+
+    x = torch.randn(5, 20)
+    y = torch.zeros(5, 20)
+    old = CONFIG.interpret
+    CONFIG.interpret = interpret
+    try:
+        strided[3](x, y)
+    finally:
+        CONFIG.interpret = old
+    want = torch.zeros(5, 20)
+    want[:, 0:7] = x[:, 0:20:3] * 2
+    want[:, 1:20:3] = x[:, 1:20:3] + 100
+    torch.testing.assert_close(y, want)

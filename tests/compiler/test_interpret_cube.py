@@ -244,11 +244,10 @@ EPILOGUES = {
 }
 
 
-@pytest.mark.parametrize("op", list(EPILOGUES))
-@pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "i8"])
+# an i32 accumulator cannot meet a float scalar on the vector unit (E204), so i8 has no "via_ub" case
+@pytest.mark.parametrize("op,dt", [(op, dt) for op in EPILOGUES for dt in ("f32", "f16", "bf16", "i8")
+                                   if not (dt == "i8" and op == "via_ub")])
 def test_fix_epilogues(op: str, dt: str) -> None:
-    if dt == "i8" and op == "via_ub":
-        pytest.skip("an i32 accumulator cannot meet a float scalar on the vector unit")
     fn, out = EPILOGUES[op]
     acc = np.dtype(np.int32) if dt == "i8" else np.dtype(np.float32)
     if op == "scale_relu_cast" and dt in ("f16", "bf16"):

@@ -289,6 +289,24 @@ def _op(o: object) -> str:
 
 
 def dump(k: Kernel, core: bool = False) -> str:
+    from compiler import sexpr
+
+    names: dict[int, str] = {}
+    for p in k.params:
+        if p.kind == "gm":
+            names[p.slot], names[p.slot + 1] = p.name, f"{p.name}.numel"
+            names.update({p.slot + 2 + i: f"{p.name}.shape[{i}]" for i in range(p.rank)})
+        elif p.kind == "scalar":
+            names[p.slot] = p.name
+    sexpr.ARG_NAMES.clear()
+    sexpr.ARG_NAMES.update(names)
+    try:
+        return _dump(k, core)
+    finally:
+        sexpr.ARG_NAMES.clear()
+
+
+def _dump(k: Kernel, core: bool) -> str:
     out = [f"kernel {k.name}(" + ", ".join(_param(p) for p in k.params) + ")"]
     if core:
         for b in k.bufs:

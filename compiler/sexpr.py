@@ -202,17 +202,24 @@ def free_vars(e: SExpr) -> set[str]:
     return out
 
 
+#: argument word -> readable name ("x.shape[0]"), set while dumping a kernel
+ARG_NAMES: dict[int, str] = {}
+
+
 def fmt(e: SExpr) -> str:
     if e.op == "const":
         return repr(e.args[0])
     if e.op == "var":
         return e.args[0]
     if e.op == "arg":
-        return f"arg[{e.args[0]}]"
+        return ARG_NAMES.get(e.args[0], f"arg[{e.args[0]}]")
     if e.op in ("core_id", "num_cores"):
         return e.op + "()"
     if e.op == "select":
         return f"({fmt(e.args[1])} if {fmt(e.args[0])} else {fmt(e.args[2])})"
+    if len(e.args) == 2 and e.op == "//" and e.args[0].op == "-" and e.args[0].args[1] == const(1) \
+            and e.args[0].args[0].op == "+" and e.args[0].args[0].args[1] == e.args[1]:
+        return f"cdiv({fmt(e.args[0].args[0].args[0])}, {fmt(e.args[1])})"  # ceil((a + b - 1) // b)
     if len(e.args) == 2 and e.op not in ("min", "max"):
         return f"({fmt(e.args[0])} {e.op} {fmt(e.args[1])})"
     return f"{e.op}({', '.join(fmt(a) for a in e.args)})"

@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 
 from compiler import sexpr as S
-from compiler.ir import For, If, Kernel, Stmt
+from compiler.ir import For, If, Kernel, SetVar, Stmt
 
 
-def _split(body: tuple[Stmt, ...], inside_tiles: bool) -> tuple[Stmt, ...]:
+def _split(body: tuple[Stmt, ...], inside_tiles: bool, names: dict[str, str]) -> tuple[Stmt, ...]:
     out: list[Stmt] = []
     for s in body:
         if isinstance(s, For):
@@ -20,17 +20,21 @@ def _split(body: tuple[Stmt, ...], inside_tiles: bool) -> tuple[Stmt, ...]:
                 count = s.stop  # tiles loops run 0 .. count
                 base = S.binary("//", count, S.NUM_CORES)
                 rem = S.binary("%", count, S.NUM_CORES)
-                first = S.add(S.mul(S.CORE_ID, base), S.smin(S.CORE_ID, rem))
-                mine = S.add(base, S.binary("<", S.CORE_ID, rem))
-                s = dataclasses.replace(s, start=first, stop=S.add(first, mine),
-                                        body=_split(s.body, True), kind="tiles/core")
+                first, end = f"{s.var}.first", f"{s.var}.end"
+                names[first] = names[end] = S.I64
+                out.append(SetVar(first, S.add(S.mul(S.CORE_ID, base), S.smin(S.CORE_ID, rem)), s.loc))
+                out.append(SetVar(end, S.add(S.var(first), S.add(base, S.binary("<", S.CORE_ID, rem))), s.loc))
+                s = dataclasses.replace(s, start=S.var(first), stop=S.var(end),
+                                        body=_split(s.body, True, names), kind="tiles/core")
             else:
-                s = dataclasses.replace(s, body=_split(s.body, inside_tiles or s.kind == "tiles"))
+                s = dataclasses.replace(s, body=_split(s.body, inside_tiles or s.kind == "tiles", names))
         elif isinstance(s, If):
-            s = dataclasses.replace(s, then=_split(s.then, inside_tiles), orelse=_split(s.orelse, inside_tiles))
+            s = dataclasses.replace(s, then=_split(s.then, inside_tiles, names),
+                                    orelse=_split(s.orelse, inside_tiles, names))
         out.append(s)
     return tuple(out)
 
 
 def split_cores(k: Kernel) -> Kernel:
-    return dataclasses.replace(k, body=_split(k.body, False))
+    names = dict(k.scalar_vars)
+    return dataclasses.replace(k, body=_split(k.body, False, names), scalar_vars=names)

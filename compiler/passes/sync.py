@@ -12,7 +12,8 @@ Double-buffered buffers use one event id per slot (ping-pong), as hand-written A
 A nested loop or an `if` is one compound item of its parent region, accessing whatever its body
 accesses: a dependency into it waits before it, one out of it is set after it, on the pipes
 inside that take part. Its own body is a region of its own. GM tensors count as buffers within
-an iteration (a load after a store of the same tensor waits).
+an iteration (a load after a store of the same tensor waits), and across the iterations of a
+`dsl.range` loop (a read-modify-write of GM); tile loops touch disjoint tiles, so they do not.
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def _dedup_keys(keys: list) -> list:
     return list(dict.fromkeys(keys))
 
 
-def _edges(items: list[tuple[int, list]], n: int, cyclic: bool) -> list[Edge]:
+def _edges(items: list[tuple[int, list]], n: int, cyclic: bool, gm_carried: bool = False) -> list[Edge]:
     """items: (position, accesses) in program order; accesses (key, is_write, slots, pipe)."""
     edges: list[Edge] = []
     by_pos = dict(items)
@@ -83,7 +84,7 @@ def _edges(items: list[tuple[int, list]], n: int, cyclic: bool) -> list[Edge]:
             if cyclic:
                 seq += [(p, True) for p in range(n - 1, pos - 1, -1)]
             for p, carried in seq:
-                if carried and key[0] == "gm":
+                if carried and key[0] == "gm" and not gm_carried:
                     break  # iterations of a tile loop touch different parts of a tensor
                 hits = [(w, q) for k2, w, _, q in by_pos.get(p, ()) if k2 == key]
                 if not hits:
@@ -157,7 +158,9 @@ def _region(body: tuple[Stmt, ...], k: Kernel, loop: For | None,
     items = [(pos, [a for a in keys if count[a[0]] > 1 or not isinstance(body[pos], (For, If))])
              for pos, keys in items]
     items = [(pos, keys) for pos, keys in items if keys]
-    edges = _edges(items, n, loop is not None)
+    # a dsl.range loop may read back what its previous iteration stored (read-modify-write of GM);
+    # the iterations of a tile loop touch disjoint tiles
+    edges = _edges(items, n, loop is not None, gm_carried=loop is not None and loop.kind == "range")
     ids = _Ids(base)
     slot = S.binary("%", S.var(loop.it), 2) if loop is not None else S.const(0)
 

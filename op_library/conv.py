@@ -1,0 +1,204 @@
+"""2-D convolution (NCHW, torch.nn.functional.conv2d semantics) by img2col on the cube, and its backward.
+
+Shapes: x (N, C, H, W), w (CO, Cg, KH, KW) with Cg = C / G, COg = CO / G, K = Cg*KH*KW,
+L = OH*OW. The im2col matrix of image n is colsT[n] (C*KH*KW, L), row r = (c, kh, kw); viewed
+per group it is cols3 (N*G, K, L), so group g of image n is cols3[n*G + g].
+
+Forward
+1. `pool.pad_kernel` copies x into a zero-padded GM buffer xp (N*C, H + 2PH, W + 2PW)
+   (V dup + MTE3 for the border, MTE2 -> UB -> MTE3 for the interior); skipped when unpadded.
+2. `im2col_kernel` (rows (plane, tap) dealt over the cores): for each output row oh,
+   colsT[p, tap, oh*OW:(oh+1)*OW] = xp[p, oh*SH + kh*DH, kw*DW : ... : SW] -- a strided gather
+   GM -> UB on MTE2 and a contiguous store UB -> GM on MTE3.
+3. `conv_mm_kernel`: out3[n*G + g] (COg, L) = w3[g] (COg, K) @ cols3[n*G + g] (K, L) on the cube
+   (GM -> L1 on MTE2, L1 -> L0A/L0B on MTE1, mmad on M into L0C, f32 accumulation); without bias
+   it leaves L0C through FIX (cast fused), with bias L0C -> UB on FIX, V adds the (COg, 1) bias
+   column, MTE3 stores.
+
+Backward (grad_y viewed as gy3 (N*G, COg, L))
+- grad_w: `conv_grad_w_kernel`, gw3[g] = sum_n gy3[n*G + g] @ cols3[n*G + g].T, the n and L loops
+  both accumulate in one L0C tile (cols3.T windows are transposed on the L1 -> L0B move).
+- grad_b: `conv_grad_b_kernel`, row sums of gy (N, CO, L) over n and L on V (f32 accumulation).
+- grad_x: `conv_dcols_kernel`, dcols3[n*G + g] = w3[g].T @ gy3[n*G + g] on the cube (f32 out), then
+  `col2im_kernel` (one core per (n, c) plane, so the read-modify-write is race-free): zero the
+  plane of an f32 padded buffer, and for each tap and output row add the dcols row into the
+  strided window (MTE2 gather, V add, MTE3 scatter); `pool.crop_kernel` removes the padding and
+  casts to the input dtype.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import dsl
+from dsl import GM, Const, f32
+from op_library.pool import _pair, crop_planes, pad_planes
+
+
+@dsl.kernel
+def im2col_kernel(xp: GM, cols: GM, OW: Const[int] = 1, KW: Const[int] = 1, SH: Const[int] = 1,
+                  SW: Const[int] = 1, DH: Const[int] = 1, DW: Const[int] = 1):
+    """cols[p, kh*KW + kw, oh*OW + ow] = xp[p, oh*SH + kh*DH, ow*SW + kw*DW] for padded planes xp."""
+    L = (OW - 1) * SW + 1
+    OH = cols.shape[2] // OW
+    for b, r in dsl.tiles2d((cols.shape[0], cols.shape[1]), (1, 1)):
+        p = b.start
+        t = r.start
+        kh = t // KW
+        a = (t % KW) * DW
+        for oh in dsl.range(OH):
+            o = oh * OW
+            cols[p, t, o:o + OW] = xp[p, oh * SH + kh * DH, a:a + L:SW]
+
+
+@dsl.kernel
+def conv_mm_kernel(w3: GM, cols3: GM, out3: GM, bias3: GM, G: Const[int] = 1, HAS_BIAS: Const[bool] = False,
+                   BM: Const[int] = 64, BN: Const[int] = 128, BK: Const[int] = 64):
+    """out3[i] = w3[i % G] @ cols3[i] (+ bias3[i % G], a (COg, 1) column) for every image-group i."""
+    for i, m in dsl.tiles2d((cols3.shape[0], w3.shape[1]), (1, BM)):
+        g = i.start % G
+        for n in dsl.tiles(cols3.shape[2], BN):
+            acc = dsl.zeros((BM, BN), f32)
+            for k in dsl.range(0, w3.shape[2], BK):
+                acc += w3[g, m, k] @ cols3[i.start, k, n]
+            if HAS_BIAS:
+                out3[i.start, m, n] = dsl.cast(acc + dsl.cast(bias3[g, m, 0:1], f32), out3.dtype)
+            else:
+                out3[i.start, m, n] = dsl.cast(acc, out3.dtype)
+
+
+@dsl.kernel
+def conv_grad_w_kernel(gy3: GM, cols3: GM, gw3: GM, G: Const[int] = 1, BM: Const[int] = 128,
+                       BN: Const[int] = 128, BK: Const[int] = 64):
+    """gw3[g] = sum_n gy3[n*G + g] @ cols3[n*G + g].T, accumulated over n and L in L0C."""
+    nimg = cols3.shape[0] // G
+    for g, m in dsl.tiles2d((G, gw3.shape[1]), (1, BM)):
+        for j in dsl.tiles(gw3.shape[2], BN):
+            acc = dsl.zeros((BM, BN), f32)
+            for n in dsl.range(nimg):
+                for k in dsl.range(0, cols3.shape[2], BK):
+                    acc += gy3[n * G + g.start, m, k] @ cols3.T[n * G + g.start, k, j]
+            gw3[g.start, m, j] = dsl.cast(acc, gw3.dtype)
+
+
+@dsl.kernel
+def conv_dcols_kernel(w3: GM, gy3: GM, dcols3: GM, G: Const[int] = 1, BM: Const[int] = 128,
+                      BN: Const[int] = 128, BK: Const[int] = 64):
+    """dcols3[i] = w3[i % G].T @ gy3[i] (the im2col-space gradient, f32)."""
+    for i, m in dsl.tiles2d((gy3.shape[0], w3.shape[2]), (1, BM)):
+        g = i.start % G
+        for n in dsl.tiles(gy3.shape[2], BN):
+            acc = dsl.zeros((BM, BN), f32)
+            for k in dsl.range(0, w3.shape[1], BK):
+                acc += w3.T[g, m, k] @ gy3[i.start, k, n]
+            dcols3[i.start, m, n] = dsl.cast(acc, dcols3.dtype)
+
+
+@dsl.kernel
+def col2im_kernel(dcols: GM, gxp: GM, OW: Const[int] = 1, KH: Const[int] = 1, KW: Const[int] = 1,
+                  SH: Const[int] = 1, SW: Const[int] = 1, DH: Const[int] = 1, DW: Const[int] = 1):
+    """gxp[p] = 0, then += dcols[p, tap, oh row] at the strided positions of each tap (one core per plane)."""
+    L = (OW - 1) * SW + 1
+    OH = dcols.shape[2] // OW
+    for b in dsl.tiles(gxp.shape[0], 1):
+        p = b.start
+        for h in dsl.range(gxp.shape[1]):
+            gxp[p, h, :] = 0.0
+        for t in dsl.range(KH * KW):
+            kh = t // KW
+            a = (t % KW) * DW
+            for oh in dsl.range(OH):
+                o = oh * OW
+                row = oh * SH + kh * DH
+                cur = gxp[p, row, a:a + L:SW]
+                gxp[p, row, a:a + L:SW] = cur + dsl.cast(dcols[p, t, o:o + OW], f32)
+
+
+@dsl.kernel
+def conv_grad_b_kernel(gy: GM, gb: GM, R: Const[int] = 8, BL: Const[int] = 1024):
+    """gb[c] = sum over n and l of gy[n, c, l] (gy viewed as (N, CO, L)), f32 accumulation."""
+    L = gy.shape[2]
+    for c in dsl.tiles(gy.shape[1], R):
+        acc = dsl.sum(dsl.cast(gy[0, c, 0:dsl.min(BL, L)], f32), axis=1, keepdims=True)
+        for l in dsl.range(BL, L, BL):
+            acc = acc + dsl.sum(dsl.cast(gy[0, c, l], f32), axis=1, keepdims=True)
+        for n in dsl.range(1, gy.shape[0]):
+            for l in dsl.range(0, L, BL):
+                acc = acc + dsl.sum(dsl.cast(gy[n, c, l], f32), axis=1, keepdims=True)
+        gb[c] = dsl.cast(dsl.sum(acc, axis=1), gb.dtype)
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _geometry(x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: Any, groups: int) -> dict[str, int]:
+    N, C, H, W = (int(v) for v in x_shape)
+    CO, Cg, KH, KW = (int(v) for v in w_shape)
+    (SH, SW), (PH, PW), (DH, DW) = _pair(stride), _pair(padding), _pair(dilation)
+    G = int(groups)
+    if C != Cg * G or CO % G:
+        raise ValueError(f"conv2d: channels {C} / out {CO} do not match groups={G} and weight {tuple(w_shape)}")
+    OH = (H + 2 * PH - DH * (KH - 1) - 1) // SH + 1
+    OW = (W + 2 * PW - DW * (KW - 1) - 1) // SW + 1
+    if OH <= 0 or OW <= 0:
+        raise ValueError("conv2d: the kernel does not fit the padded input")
+    return dict(N=N, C=C, H=H, W=W, CO=CO, Cg=Cg, KH=KH, KW=KW, SH=SH, SW=SW, PH=PH, PW=PW, DH=DH, DW=DW,
+                G=G, OH=OH, OW=OW, COg=CO // G, K=Cg * KH * KW, L=OH * OW)
+
+
+def _im2col(x: Any, d: dict[str, int]) -> Any:
+    """colsT (N*C, KH*KW, OH*OW) of x (zero padding applied first)."""
+    torch = _torch()
+    N, C, H, W = d["N"], d["C"], d["H"], d["W"]
+    x3 = x.contiguous().reshape(N * C, H, W)
+    xp = pad_planes(x3, d["PH"], d["PW"], 0.0) if d["PH"] or d["PW"] else x3
+    cols = torch.empty((N * C, d["KH"] * d["KW"], d["L"]), dtype=x.dtype)
+    im2col_kernel(xp, cols, OW=d["OW"], KW=d["KW"], SH=d["SH"], SW=d["SW"], DH=d["DH"], DW=d["DW"])
+    return cols
+
+
+def conv2d(x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+           groups: int = 1) -> Any:
+    """torch.nn.functional.conv2d for NCHW torch tensors (f32, f16, bf16; f32 accumulation):
+    zero padding + im2col on the vector side, one cube matmul per image and group, bias on V."""
+    torch = _torch()
+    d = _geometry(x.shape, w.shape, stride, padding, dilation, groups)
+    N, G, COg, K, L = d["N"], d["G"], d["COg"], d["K"], d["L"]
+    cols3 = _im2col(x, d).reshape(N * G, K, L)
+    out = torch.empty((N, d["CO"], d["OH"], d["OW"]), dtype=x.dtype)
+    w3 = w.contiguous().reshape(G, COg, K)
+    b3 = bias.contiguous().reshape(G, COg, 1) if bias is not None else torch.zeros((G, COg, 1), dtype=x.dtype)
+    conv_mm_kernel(w3, cols3, out.reshape(N * G, COg, L), b3, G=G, HAS_BIAS=bias is not None)
+    return out
+
+
+def conv2d_backward(grad_y: Any, x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+                    groups: int = 1, with_bias: bool = True) -> tuple[Any, Any, Any]:
+    """Gradients of conv2d: (grad_x, grad_w, grad_b) (grad_b None unless with_bias), each in its
+    input's dtype. im2col is recomputed from x; see the module docstring for the dataflow."""
+    torch = _torch()
+    d = _geometry(x.shape, w.shape, stride, padding, dilation, groups)
+    N, C, G, COg, K, L = d["N"], d["C"], d["G"], d["COg"], d["K"], d["L"]
+    gy = grad_y.contiguous()
+    gy3 = gy.reshape(N * G, COg, L)
+    w3 = w.contiguous().reshape(G, COg, K)
+    # grad_w
+    cols3 = _im2col(x, d).reshape(N * G, K, L)
+    gw = torch.empty(w.shape, dtype=w.dtype)
+    conv_grad_w_kernel(gy3, cols3, gw.reshape(G, COg, K), G=G)
+    # grad_b
+    gb = None
+    if with_bias:
+        gb = torch.empty(d["CO"], dtype=grad_y.dtype)
+        conv_grad_b_kernel(gy.reshape(N, d["CO"], L), gb)
+    # grad_x: dcols on the cube, then col2im scatter-add and crop
+    dcols = torch.empty((N * G, K, L), dtype=torch.float32)
+    conv_dcols_kernel(w3, gy3, dcols, G=G)
+    Hp, Wp = d["H"] + 2 * d["PH"], d["W"] + 2 * d["PW"]
+    gxp = torch.empty((N * C, Hp, Wp), dtype=torch.float32)
+    col2im_kernel(dcols.reshape(N * C, d["KH"] * d["KW"], L), gxp, OW=d["OW"], KH=d["KH"], KW=d["KW"],
+                  SH=d["SH"], SW=d["SW"], DH=d["DH"], DW=d["DW"])
+    gx = crop_planes(gxp, d["PH"], d["PW"], (N * C, d["H"], d["W"]), x.dtype).reshape(x.shape)
+    return gx, gw, gb

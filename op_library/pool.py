@@ -1,0 +1,216 @@
+"""2-D pooling on the vector unit: max_pool2d / avg_pool2d (NCHW), forward and backward.
+
+Dataflow. The input is viewed as B = N*C planes (B, H, W).
+1. `pad_kernel` copies the planes into a padded GM buffer (B, H + 2PH, W + 2PW) filled with
+   -inf (max) or 0 (avg): a scalar fill stored row by row (V dup in UB, MTE3 store), then the
+   rows of x moved GM -> UB (MTE2) -> GM (MTE3) into the interior. Every later window is then
+   in bounds, so the pooling kernels have no padding logic.
+2. The forward kernels deal (plane, output row) pairs over the cores (`dsl.tiles2d`). For an
+   output row oh and a kernel tap (kh, kw) the inputs feeding the OW outputs are one stepped
+   row window `xp[p, oh*SH + kh*DH, kw*DW : kw*DW + (OW-1)*SW + 1 : SW]` (a strided gather on
+   MTE2, GM -> UB). V keeps a running max (and, for max, a running argmax built with
+   `dsl.where` from an index row `iota * SW + base`) or a running f32 sum; MTE3 stores the row.
+   Indices follow torch: ih * W + iw in the unpadded plane (int32 in the kernel, returned int64).
+3. The backward kernels own whole planes (`dsl.tiles(B, 1)`: one core per plane, so the
+   read-modify-write below is race-free). Each core zeroes its plane of an f32 padded gradient
+   buffer, then for every output row and tap loads the strided window of that buffer (MTE2
+   gather), adds the routed gradient (max: `where(index == tap's index, gy, 0)`; avg: gy / K)
+   on V and stores it back with a strided scatter (MTE3). `crop_kernel` finally copies the
+   interior back into grad_x, casting to its dtype on V.
+   Ordering: the compiler's sync pass does not order an MTE3 store to GM before an MTE2 load of
+   the same GM bytes in a later iteration of the same loop, so the loops are arranged (taps
+   outside, output rows inside) so that consecutive inner iterations touch disjoint rows; across
+   outer iterations the end-of-loop flag waits (MTE3 -> V -> MTE2) order them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import dsl
+from dsl import GM, Const, f32
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, (tuple, list)):
+        return int(v[0]), int(v[1])
+    return int(v), int(v)
+
+
+@dsl.kernel
+def pad_kernel(x: GM, xp: GM, fill: float, PT: Const[int] = 0, PL: Const[int] = 0):
+    """xp[b] = fill everywhere, with x[b] copied to rows PT.., columns PL.. (one core per plane)."""
+    W = x.shape[2]
+    for b in dsl.tiles(x.shape[0], 1):
+        p = b.start
+        if PT > 0 or PL > 0 or xp.shape[1] > x.shape[1] or xp.shape[2] > W:
+            for h in dsl.range(xp.shape[1]):
+                xp[p, h, :] = fill
+        for h in dsl.range(x.shape[1]):
+            xp[p, h + PT, PL:PL + W] = x[p, h, :]
+
+
+@dsl.kernel
+def crop_kernel(xp: GM, x: GM, PT: Const[int] = 0, PL: Const[int] = 0):
+    """x[b, h, :] = cast(xp[b, h + PT, PL:PL + W]) (the inverse of pad_kernel)."""
+    W = x.shape[2]
+    for b, r in dsl.tiles2d((x.shape[0], x.shape[1]), (1, 1)):
+        x[b.start, r.start, :] = dsl.cast(xp[b.start, r.start + PT, PL:PL + W], x.dtype)
+
+
+@dsl.kernel
+def max_pool_kernel(xp: GM, y: GM, ind: GM, iota: GM, PH: Const[int] = 0, PW: Const[int] = 0,
+                    KH: Const[int] = 2, KW: Const[int] = 2, SH: Const[int] = 2, SW: Const[int] = 2,
+                    DH: Const[int] = 1, DW: Const[int] = 1):
+    """y[b, oh, :] = max over taps of strided rows of the padded planes; ind = torch's flat index."""
+    W = xp.shape[2] - 2 * PW
+    OW = y.shape[2]
+    L = (OW - 1) * SW + 1
+    io = iota[0:OW] * SW
+    for b, r in dsl.tiles2d((y.shape[0], y.shape[1]), (1, 1)):
+        p = b.start
+        oh = r.start
+        m = xp[p, oh * SH, 0:L:SW]
+        ix = io + ((oh * SH - PH) * W - PW)
+        for kk in dsl.range(1, KH * KW):
+            kh = kk // KW
+            a = (kk % KW) * DW
+            w = xp[p, oh * SH + kh * DH, a:a + L:SW]
+            take = (w > m) | (w != w)
+            m = dsl.where(take, w, m)
+            ix = dsl.where(take, io + ((oh * SH + kh * DH - PH) * W + a - PW), ix)
+        y[p, oh, :] = m
+        ind[p, oh, :] = ix
+
+
+@dsl.kernel
+def avg_pool_kernel(xp: GM, y: GM, KH: Const[int] = 2, KW: Const[int] = 2, SH: Const[int] = 2,
+                    SW: Const[int] = 2):
+    """y[b, oh, :] = (sum over taps of strided rows of the zero-padded planes) / (KH * KW), in f32."""
+    OW = y.shape[2]
+    L = (OW - 1) * SW + 1
+    for b, r in dsl.tiles2d((y.shape[0], y.shape[1]), (1, 1)):
+        p = b.start
+        oh = r.start
+        s = dsl.cast(xp[p, oh * SH, 0:L:SW], f32)
+        for kk in dsl.range(1, KH * KW):
+            a = (kk % KW)
+            s = s + dsl.cast(xp[p, oh * SH + kk // KW, a:a + L:SW], f32)
+        y[p, oh, :] = dsl.cast(s * (1.0 / (KH * KW)), y.dtype)
+
+
+@dsl.kernel
+def pool_backward_kernel(gy: GM, ind: GM, gxp: GM, iota: GM, MODE: Const[str] = "max",
+                         PH: Const[int] = 0, PW: Const[int] = 0, KH: Const[int] = 2, KW: Const[int] = 2,
+                         SH: Const[int] = 2, SW: Const[int] = 2, DH: Const[int] = 1, DW: Const[int] = 1):
+    """gxp (f32, padded) = scatter-add of gy over the taps; one core owns each plane (RMW on GM)."""
+    W = gxp.shape[2] - 2 * PW
+    OW = gy.shape[2]
+    L = (OW - 1) * SW + 1
+    io = iota[0:OW] * SW
+    for b in dsl.tiles(gy.shape[0], 1):
+        p = b.start
+        for h in dsl.range(gxp.shape[1]):
+            gxp[p, h, :] = 0.0
+        # taps outside, rows inside: the windows of one tap on different output rows never overlap,
+        # so no iteration of the inner loop reads what the previous one stored (see the module doc)
+        for kk in dsl.range(KH * KW):
+            a = (kk % KW) * DW
+            for oh in dsl.range(gy.shape[1]):
+                row = oh * SH + (kk // KW) * DH
+                cur = gxp[p, row, a:a + L:SW]
+                g = dsl.cast(gy[p, oh, :], f32)
+                if MODE == "max":
+                    hit = ind[p, oh, :] == io + ((row - PH) * W + a - PW)
+                    gxp[p, row, a:a + L:SW] = cur + dsl.where(hit, g, 0.0)
+                else:
+                    gxp[p, row, a:a + L:SW] = cur + g * (1.0 / (KH * KW))
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _iota(n: int) -> Any:
+    return _torch().arange(max(n, 1), dtype=_torch().int32)
+
+
+def _out_size(n: int, k: int, s: int, p: int, d: int) -> int:
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def pad_planes(x3: Any, ph: int, pw: int, fill: float, dtype: Any = None) -> Any:
+    """A (B, H + 2ph, W + 2pw) copy of the planes x3 (B, H, W), the border set to fill."""
+    torch = _torch()
+    B, H, W = x3.shape
+    xp = torch.empty((B, H + 2 * ph, W + 2 * pw), dtype=dtype or x3.dtype)
+    pad_kernel(x3, xp, float(fill), PT=ph, PL=pw)
+    return xp
+
+
+def crop_planes(xp: Any, ph: int, pw: int, shape: tuple[int, int, int], dtype: Any) -> Any:
+    """The interior (B, H, W) of the padded planes xp, cast to dtype."""
+    out = _torch().empty(shape, dtype=dtype)
+    crop_kernel(xp, out, PT=ph, PL=pw)
+    return out
+
+
+def _params(kernel_size: Any, stride: Any, padding: Any, dilation: Any = 1):
+    k = _pair(kernel_size)
+    s = _pair(stride) if stride is not None and stride != [] else k
+    return k, s, _pair(padding), _pair(dilation)
+
+
+def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> tuple[Any, Any]:
+    """torch.nn.functional.max_pool2d(x, ..., return_indices=True) for NCHW x (f32/f16/bf16):
+    returns (y, indices) with int64 indices into each H*W plane, as torch does."""
+    torch = _torch()
+    (KH, KW), (SH, SW), (PH, PW), (DH, DW) = _params(kernel_size, stride, padding, dilation)
+    N, C, H, W = x.shape
+    OH, OW = _out_size(H, KH, SH, PH, DH), _out_size(W, KW, SW, PW, DW)
+    xp = pad_planes(x.contiguous().reshape(N * C, H, W), PH, PW, float("-inf"))
+    y = torch.empty((N * C, OH, OW), dtype=x.dtype)
+    ind = torch.empty((N * C, OH, OW), dtype=torch.int32)
+    max_pool_kernel(xp, y, ind, _iota(OW), PH=PH, PW=PW, KH=KH, KW=KW, SH=SH, SW=SW, DH=DH, DW=DW)
+    return y.reshape(N, C, OH, OW), ind.reshape(N, C, OH, OW).to(torch.int64)
+
+
+def max_pool2d_backward(grad_y: Any, x_shape: Any, indices: Any, kernel_size: Any, stride: Any = None,
+                        padding: Any = 0, dilation: Any = 1, dtype: Any = None) -> Any:
+    """Gradient of max_pool2d w.r.t. x: grad_y routed to the argmax positions (indices from the forward)."""
+    torch = _torch()
+    (KH, KW), (SH, SW), (PH, PW), (DH, DW) = _params(kernel_size, stride, padding, dilation)
+    N, C, H, W = x_shape
+    OH, OW = grad_y.shape[2], grad_y.shape[3]
+    gy = grad_y.contiguous().reshape(N * C, OH, OW)
+    ind = indices.to(torch.int32).contiguous().reshape(N * C, OH, OW)
+    gxp = torch.empty((N * C, H + 2 * PH, W + 2 * PW), dtype=torch.float32)
+    pool_backward_kernel(gy, ind, gxp, _iota(OW), MODE="max", PH=PH, PW=PW, KH=KH, KW=KW, SH=SH, SW=SW,
+                         DH=DH, DW=DW)
+    return crop_planes(gxp, PH, PW, (N * C, H, W), dtype or grad_y.dtype).reshape(N, C, H, W)
+
+
+def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Any:
+    """torch.nn.functional.avg_pool2d (count_include_pad=True, ceil_mode=False) for NCHW x."""
+    torch = _torch()
+    (KH, KW), (SH, SW), (PH, PW), _ = _params(kernel_size, stride, padding)
+    N, C, H, W = x.shape
+    OH, OW = _out_size(H, KH, SH, PH, 1), _out_size(W, KW, SW, PW, 1)
+    xp = pad_planes(x.contiguous().reshape(N * C, H, W), PH, PW, 0.0)
+    y = torch.empty((N * C, OH, OW), dtype=x.dtype)
+    avg_pool_kernel(xp, y, KH=KH, KW=KW, SH=SH, SW=SW)
+    return y.reshape(N, C, OH, OW)
+
+
+def avg_pool2d_backward(grad_y: Any, x_shape: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                        dtype: Any = None) -> Any:
+    """Gradient of avg_pool2d (count_include_pad=True) w.r.t. x: grad_y / (KH*KW) spread over each window."""
+    torch = _torch()
+    (KH, KW), (SH, SW), (PH, PW), _ = _params(kernel_size, stride, padding)
+    N, C, H, W = x_shape
+    OH, OW = grad_y.shape[2], grad_y.shape[3]
+    gy = grad_y.contiguous().reshape(N * C, OH, OW)
+    gxp = torch.empty((N * C, H + 2 * PH, W + 2 * PW), dtype=torch.float32)
+    pool_backward_kernel(gy, _iota(1), gxp, _iota(OW), MODE="avg", PH=PH, PW=PW, KH=KH, KW=KW, SH=SH, SW=SW)
+    return crop_planes(gxp, PH, PW, (N * C, H, W), dtype or grad_y.dtype).reshape(N, C, H, W)

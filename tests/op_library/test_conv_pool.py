@@ -1,0 +1,134 @@
+"""conv2d / max_pool2d / avg_pool2d (NCHW) and their backwards against torch.nn.functional."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_library.conv import conv2d, conv2d_backward
+from op_library.pool import avg_pool2d, avg_pool2d_backward, max_pool2d, max_pool2d_backward
+
+torch.manual_seed(0)
+
+# (C, CO, kernel, stride, padding, dilation, groups) on N=2, H=W=9 (tails everywhere)
+CONV_CASES = [
+    (3, 4, (3, 3), 1, 0, 1, 1),
+    (3, 4, (3, 3), 2, 1, 1, 1),
+    (3, 4, (3, 3), 1, 1, 2, 1),
+    (4, 6, (3, 3), 2, 1, 1, 2),
+    (4, 6, (3, 3), 1, 1, 2, 2),
+    (3, 3, (3, 3), 1, 1, 1, 3),   # depthwise
+    (3, 6, (3, 3), 2, 1, 2, 3),   # depthwise, channel multiplier 2
+    (3, 5, (1, 1), 1, 0, 1, 1),   # 1x1
+    (3, 4, (2, 3), (1, 2), (1, 0), 1, 1),  # non-square kernel, stride and padding
+]
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-4) -> None:
+    torch.testing.assert_close(a, b, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv2d_forward_backward(case: tuple, bias: bool) -> None:
+    C, CO, k, s, p, d, g = case
+    x = torch.randn(2, C, 9, 9, requires_grad=True)
+    w = torch.randn(CO, C // g, *k, requires_grad=True)
+    b = torch.randn(CO, requires_grad=True) if bias else None
+    want = F.conv2d(x, w, b, s, p, d, g)
+    gy = torch.randn_like(want)
+    want.backward(gy)
+    y = conv2d(x.detach(), w.detach(), b.detach() if bias else None, s, p, d, g)
+    _close(y, want.detach())
+    gx, gw, gb = conv2d_backward(gy, x.detach(), w.detach(), s, p, d, g, with_bias=bias)
+    _close(gx, x.grad)
+    _close(gw, w.grad)
+    if bias:
+        _close(gb, b.grad)
+    else:
+        assert gb is None
+
+
+def test_conv2d_multi_block() -> None:
+    """K = 180 > BK, L = 900 > BN, CO = 140 > BM: every cube loop runs several blocks with tails."""
+    x = torch.randn(2, 20, 32, 32, requires_grad=True)
+    w = torch.randn(140, 20, 3, 3, requires_grad=True)
+    b = torch.randn(140, requires_grad=True)
+    want = F.conv2d(x, w, b)
+    gy = torch.randn_like(want)
+    want.backward(gy)
+    _close(conv2d(x.detach(), w.detach(), b.detach()), want.detach(), 1e-4 * 64)
+    gx, gw, gb = conv2d_backward(gy, x.detach(), w.detach())
+    for got, ref in ((gx, x.grad), (gw, w.grad), (gb, b.grad)):
+        torch.testing.assert_close(got, ref, atol=1e-5 * ref.abs().max().item(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_conv2d_half(dtype: torch.dtype) -> None:
+    x, w, b = torch.randn(2, 4, 9, 9).to(dtype), torch.randn(6, 2, 3, 3).to(dtype), torch.randn(6).to(dtype)
+    y = conv2d(x, w, b, 2, 1, 1, 2)
+    assert y.dtype == dtype
+    want = F.conv2d(x.float(), w.float(), b.float(), 2, 1, 1, 2)
+    ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
+    torch.testing.assert_close(y.float(), want, atol=1e-3, rtol=ulp)
+
+
+# (kernel, stride, padding, dilation)
+POOL_CASES = [
+    (3, 1, 0, 1),
+    (3, 2, 0, 1),
+    (3, 2, 1, 1),
+    (3, 1, 1, 2),
+    (2, None, 0, 1),
+    ((2, 3), (1, 2), (1, 1), 1),
+    ((3, 2), (2, 1), (0, 1), (2, 1)),
+]
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool2d(case: tuple) -> None:
+    k, s, p, d = case
+    x = torch.randn(2, 3, 9, 9, requires_grad=True)
+    want, want_ind = F.max_pool2d(x, k, s, p, d, return_indices=True)
+    gy = torch.randn_like(want)
+    want.backward(gy)
+    y, ind = max_pool2d(x.detach(), k, s, p, d)
+    assert torch.equal(y, want.detach())
+    assert torch.equal(ind, want_ind)
+    _close(max_pool2d_backward(gy, x.shape, ind, k, s, p, d), x.grad)
+
+
+def test_max_pool2d_ties_pick_first() -> None:
+    x = torch.randint(0, 3, (2, 3, 9, 9)).float().requires_grad_()
+    want, want_ind = F.max_pool2d(x, 3, 1, 1, return_indices=True)
+    gy = torch.randn_like(want)
+    want.backward(gy)
+    y, ind = max_pool2d(x.detach(), 3, 1, 1)
+    assert torch.equal(y, want.detach()) and torch.equal(ind, want_ind)
+    _close(max_pool2d_backward(gy, x.shape, ind, 3, 1, 1), x.grad)
+
+
+@pytest.mark.parametrize("case", [c for c in POOL_CASES if c[3] == 1])
+def test_avg_pool2d(case: tuple) -> None:
+    k, s, p, _ = case
+    x = torch.randn(2, 3, 9, 9, requires_grad=True)
+    want = F.avg_pool2d(x, k, s, p)
+    gy = torch.randn_like(want)
+    want.backward(gy)
+    _close(avg_pool2d(x.detach(), k, s, p), want.detach())
+    _close(avg_pool2d_backward(gy, x.shape, k, s, p), x.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_pool_half(dtype: torch.dtype) -> None:
+    x = torch.randn(2, 3, 9, 9).to(dtype)
+    y, ind = max_pool2d(x, 3, 2, 1)
+    want, want_ind = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    assert torch.equal(y, want) and torch.equal(ind, want_ind)
+    ya = avg_pool2d(x, 3, 2, 1)
+    torch.testing.assert_close(ya.float(), F.avg_pool2d(x, 3, 2, 1).float(), atol=1e-3, rtol=1e-2)
+    gy = torch.randn_like(want)
+    gx = max_pool2d_backward(gy, x.shape, ind, 3, 2, 1)
+    xr = x.float().requires_grad_()
+    F.max_pool2d(xr, 3, 2, 1).backward(gy.float())
+    torch.testing.assert_close(gx.float(), xr.grad.to(dtype).float(), atol=1e-2, rtol=1e-2)

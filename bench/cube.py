@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "kernels"))
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-def best(fn, reps: int = 5) -> float:  # type: ignore[no-untyped-def]
-    fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
+from run import best  # noqa: E402  (bench/run.py: best-of-N wall time)
 
 
 def host(n: int) -> None:

@@ -200,8 +200,8 @@ def seval(e: SExpr, env: dict[str, int | float], argv: Sequence[int | float], co
           ncores: int = 1) -> int | float:
     """Value of a scalar expression as the native code computes it (`Gen.sval`).
 
-    Unlike `sexpr.evaluate` (Python semantics), i64 wraps around, x // 0 and x % 0 are 0, f64
-    follows IEEE (1.0 / 0 is inf, not an exception) and f2i saturates.
+    i64 wraps around, x // 0 and x % 0 are 0, f64 follows IEEE (1.0 / 0 is inf, not an exception)
+    and f2i saturates.
     """
     op = e.op
     if op == "const":

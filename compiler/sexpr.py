@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+# The run-time value of an expression, as the native code computes it (wrapping i64, x // 0 == 0,
+# IEEE f64), is `compiler.interpret.seval`: one set of rules for the interpreter and for tests.
 from typing import Union
 
 I64 = "i64"
@@ -223,37 +226,3 @@ def fmt(e: SExpr) -> str:
     if len(e.args) == 2 and e.op not in ("min", "max"):
         return f"({fmt(e.args[0])} {e.op} {fmt(e.args[1])})"
     return f"{e.op}({', '.join(fmt(a) for a in e.args)})"
-
-
-def evaluate(e: SExpr, env: dict[str, int | float], argv: list[int | float], core: int = 0, ncores: int = 1) -> int | float:
-    """Evaluate with Python semantics (the reference interpreter and launch-time checks use this)."""
-    op = e.op
-    if op == "const":
-        return e.args[0]
-    if op == "var":
-        return env[e.args[0]]
-    if op == "arg":
-        return argv[e.args[0]]
-    if op == "core_id":
-        return core
-    if op == "num_cores":
-        return ncores
-    vals = [evaluate(a, env, argv, core, ncores) for a in e.args]
-    if op == "select":
-        return vals[1] if vals[0] else vals[2]
-    if len(vals) == 2:
-        if op == "//" and e.ty == I64:
-            a, b = int(vals[0]), int(vals[1])
-            return a // b
-        if op == "%" and e.ty == I64:
-            return int(vals[0]) % int(vals[1])
-        if op == "/" and vals[1] == 0:
-            return math.copysign(math.inf, vals[0]) if vals[0] else math.nan
-        r = _INT_FOLD[op](vals[0], vals[1])
-        return float(r) if e.ty == F64 else int(r)
-    v = vals[0]
-    return {
-        "neg": lambda: -v, "not": lambda: int(not v), "abs": lambda: abs(v), "i2f": lambda: float(v),
-        "f2i": lambda: int(v), "exp": lambda: math.exp(v), "log": lambda: math.log(v) if v > 0 else (-math.inf if v == 0 else math.nan),
-        "sqrt": lambda: math.sqrt(v) if v >= 0 else math.nan, "rsqrt": lambda: 1 / math.sqrt(v) if v > 0 else math.inf,
-    }[op]()

@@ -43,10 +43,10 @@ def host_vector(n: int) -> list[dict]:
         y = torch.randn(n).to(dt)
         z = torch.empty_like(x)
         k = vadd if dt == torch.float32 else vadd_any
-        # 2 KiB per buffer streams best on this host (larger windows start new pages of the stream
+        # 1 KiB per buffer streams best on this host (larger windows start new pages of the stream
         # at the same time and the hardware prefetcher stalls); the simulated core prefers larger
         # tiles (fewer DMA start-ups): the kernel author picks, both figures are printed
-        tile = 2048 // x.element_size()
+        tile = 1024 // x.element_size()
         tv = best(lambda: k[24](x, y, z, TILE=tile))
         assert torch.equal(z, x + y)
         tt = best(lambda: torch.add(x, y, out=z))

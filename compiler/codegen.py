@@ -433,6 +433,7 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -
     gm = g.gm_ptr(ref.arg)
     # read-ahead distance for loads: one window (the next tile of a streaming loop), in elements
     ahead = g.op(f"sub i64 {last}, {off}")
+    big = None if is_load else g.op(f"icmp sge i64 {g.op(f'mul i64 {numel}, {es}')}, {STREAM_BYTES}")
 
     def row(r: str) -> None:
         gmo = g.op(f"add i64 {off}, {g.op(f'mul i64 {r}, {stride}')}")
@@ -443,37 +444,60 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -
             strided_copy(g, bp, gp, cols, step, buf.dtype, is_load)
             return
         src, dst = (gp, bp) if is_load else (bp, gp)
-        copy_elems(g, dst, src, cols, buf.dtype, ahead if is_load else None)
+        copy_elems(g, dst, src, cols, buf.dtype, ahead if is_load else None, None if is_load else big)
 
     g.loop(rows, row)
 
 
-def copy_elems(g: Gen, dst: str, src: str, count: str, d: DType, ahead: str | None = None) -> None:
-    """A vectorised element copy loop. Written out (not memcpy: the functions carry "no-builtins")
-    because libc's `rep movsb` path leaves the destination out of cache, and the next vector
-    instruction reads it right away. With `ahead` (elements), every 64-byte chunk also prefetches
-    the chunk that far ahead, like a DMA engine's read-ahead: the host memory system keeps
-    streaming while the core computes (it changes no result)."""
-    t = {1: "i8", 2: "i16", 4: "i32"}[d.itemsize]
-    per = 64 // d.itemsize
+def copy_elems(g: Gen, dst: str, src: str, count: str, d: DType, ahead: str | None = None,
+               streaming: str | None = None) -> None:
+    """Copy `count` elements as 4-byte words plus a byte tail: a vectorised loop written out (not
+    memcpy: the functions carry "no-builtins", and libc's `rep movsb` leaves the destination out of
+    cache just before a vector instruction reads it). With `ahead` (elements) the window that
+    follows is prefetched first, like a DMA engine's read-ahead; with `streaming` (an i1) the words
+    are stored non-temporally. Neither changes a result."""
+    nbytes = g.op(f"mul i64 {count}, {d.itemsize}")
+    words = g.op(f"lshr i64 {nbytes}, 2")
 
-    def one(base: str, i: str) -> None:
-        j = g.op(f"add i64 {base}, {i}")
-        v = g.op(f"load {t}, ptr {g.op(f'getelementptr {t}, ptr {src}, i64 {j}')}, align {d.itemsize}")
-        g.emit(f"store {t} {v}, ptr {g.op(f'getelementptr {t}, ptr {dst}, i64 {j}')}, align {d.itemsize}")
+    def word(i: str, nt: bool) -> None:
+        v = g.op(f"load i32, ptr {g.op(f'getelementptr i32, ptr {src}, i64 {i}')}, align 1")
+        meta = ", !nontemporal !900" if nt else ""
+        g.emit(f"store i32 {v}, ptr {g.op(f'getelementptr i32, ptr {dst}, i64 {i}')}, align 1{meta}")
+
+    def byte(i: str) -> None:
+        j = g.op(f"add i64 {g.op(f'shl i64 {words}, 2')}, {i}")
+        v = g.op(f"load i8, ptr {g.op(f'getelementptr i8, ptr {src}, i64 {j}')}, align 1")
+        g.emit(f"store i8 {v}, ptr {g.op(f'getelementptr i8, ptr {dst}, i64 {j}')}, align 1")
 
     if ahead is not None:
         g.intrinsic("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
-        nxt = g.op(f"getelementptr {t}, ptr {src}, i64 {ahead}")
-        lines = g.op(f"udiv i64 {g.op(f'add i64 {count}, {per - 1}')}, {per}")
+        nxt = g.op(f"getelementptr i8, ptr {src}, i64 {g.op(f'mul i64 {ahead}, {d.itemsize}')}")
+        lines = g.op(f"lshr i64 {g.op(f'add i64 {nbytes}, 63')}, 6")
 
         def pf(c: str) -> None:
             p = g.op(f"getelementptr i8, ptr {nxt}, i64 {g.op(f'mul i64 {c}, 64')}")
             g.emit(f"call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 3, i32 1)")
 
         g.loop(lines, pf)
-    g.loop(count, lambda i: one("0", i))
+    if streaming is None:
+        g.loop(words, lambda i: word(i, False))
+    else:
+        # a tensor far larger than the host caches: nothing reads it back soon, and a
+        # non-temporal store does not read each line before writing it
+        g.decls.add("!900 = !{i32 1}")
+        lab_nt, lab_c, lab_done = g.label("nt"), g.label("cached"), g.label("copied")
+        g.cbr(streaming, lab_nt, lab_c)
+        for lab, nt in ((lab_nt, True), (lab_c, False)):
+            g.block(lab)
+            g.cache.append({})
+            g.loop(words, lambda i, nt=nt: word(i, nt))  # type: ignore[misc]
+            g.cache.pop()
+            g.br(lab_done)
+        g.block(lab_done)
+    g.loop(g.op(f"and i64 {nbytes}, 3"), byte)
 
+
+STREAM_BYTES = 1 << 25  # GM tensors this large are written with non-temporal stores
 
 CUBE_TYPE = {"f16": CubeType.F16, "bf16": CubeType.F16, "f32": CubeType.F32, "i8": CubeType.I8}
 

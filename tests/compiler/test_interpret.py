@@ -36,7 +36,7 @@ def interpreting() -> Iterator[None]:
         CONFIG.interpret = old
 
 
-def both(launch, args: list, profile: bool = False):  # type: ignore[no-untyped-def]
+def both(launch, args: list, profile: bool = False, **consts):  # type: ignore[no-untyped-def]
     """Run `launch` natively and interpreted, each on its own copy of `args`.
 
     Returns (native args, interpreted args, native run, interpreted run)."""
@@ -44,7 +44,7 @@ def both(launch, args: list, profile: bool = False):  # type: ignore[no-untyped-
     for interp in (False, True):
         a = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
         with interpreting() if interp else contextlib.nullcontext():
-            run = launch.profile(*a) if profile else launch(*a)
+            run = launch.profile(*a, **consts) if profile else launch(*a, **consts)
         out.append((a, run))
     (na, nr), (ia, ir) = out
     return na, ia, nr, ir

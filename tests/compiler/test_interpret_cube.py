@@ -8,19 +8,18 @@ modelled), which agree to rounding; profiled runs give the same event records an
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
-from collections.abc import Iterator
 
 import ml_dtypes
 import numpy as np
 import pytest
 from matmul import matmul as example_matmul
+from test_interpret import both as _both  # noqa: E402
+from test_interpret import interpreting, same  # noqa: E402, F401
 
 import dsl
 from compiler import interpret as I
-from compiler.config import CONFIG
 from dsl import GM, Const, f16, f32, i8, i32
 from op_library.matmul import bmm_kernel, linear_kernel, mm_kernel
 
@@ -33,39 +32,10 @@ TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
 APPROX = I.host_isa() == "amx"  # bf16 products: AMX is approximated (to rounding)
 
 
-# ------------------------------------------------------------------ harness (as in test_interpret)
-@contextlib.contextmanager
-def interpreting() -> Iterator[None]:
-    old = CONFIG.interpret
-    CONFIG.interpret = True
-    try:
-        yield
-    finally:
-        CONFIG.interpret = old
-
-
+# ------------------------------------------------------------------ harness (shared with test_interpret)
 def both(launch, args: list, profile: bool = True, **consts):  # type: ignore[no-untyped-def]
-    """Run `launch` natively and interpreted, each on its own copy of `args`.
-
-    Returns (native args, interpreted args, native run, interpreted run)."""
-    out = []
-    for interp in (False, True):
-        a = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
-        with interpreting() if interp else contextlib.nullcontext():
-            run = launch.profile(*a, **consts) if profile else launch(*a, **consts)
-        out.append((a, run))
-    (na, nr), (ia, ir) = out
-    return na, ia, nr, ir
-
-
-def same(a: np.ndarray, b: np.ndarray) -> None:
-    """Bit-identical, except that any NaN equals any NaN."""
-    assert a.dtype == b.dtype and a.shape == b.shape
-    a, b = a.astype(np.float64) if a.dtype == BF16 else a, b.astype(np.float64) if b.dtype == BF16 else b
-    nan = np.isnan(a) & np.isnan(b) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
-    if a.dtype.kind == "f":
-        assert np.array_equal(np.signbit(a)[~nan], np.signbit(b)[~nan])
-    np.testing.assert_array_equal(a[~nan], b[~nan])
+    """test_interpret.both, profiled by default: every cube run compares event streams too."""
+    return _both(launch, args, profile, **consts)
 
 
 def same_runs(nr, ir) -> None:  # type: ignore[no-untyped-def]

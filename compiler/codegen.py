@@ -831,7 +831,8 @@ def generate(k: Kernel, sym: str) -> tuple[str, list[CheckInfo], dict]:
             p(f"{v} = bitcast i64 {v}.i to double")
         else:
             p(f"{v} = load i64, ptr {v}.p, align 8")
-    body = head + pro + g.lines + ["  ret i32 0", "}"]
+    # non-temporal GM stores are weakly ordered: fence them before the launch reports completion
+    body = head + pro + g.lines + ["  fence seq_cst", "  ret i32 0", "}"]
     launcher = f"""
 define i32 @{sym}(ptr %args, ptr %ctxs, i64 %c0, i64 %c1) {{
 entry:

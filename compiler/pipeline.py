@@ -48,6 +48,7 @@ class Plan:
     checks: list[Any]  # compiler.codegen.CheckInfo
     locs: list[SourceLoc]
     strings: dict = field(default_factory=dict)
+    prints: bool = True  # the kernel calls dsl.print (the launcher then installs a print callback)
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -95,7 +96,10 @@ def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[Par
         t = time.perf_counter()
         text, checks, strings = generate(k, sym)
         timings["codegen"] = (time.perf_counter() - t) * 1e3
-        return text, Plan(fdef.name, sym, params, k.nwords, checks, k.locs, strings, timings)
+        from compiler.ir import Print, walk
+
+        prints = any(isinstance(x, Print) for x in walk(k.body))
+        return text, Plan(fdef.name, sym, params, k.nwords, checks, k.locs, strings, prints, timings)
 
     return jit.get_or_compile(key, sym, build)  # type: ignore[return-value]
 

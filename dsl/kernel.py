@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import math
 import sys
 import textwrap
 import threading
@@ -112,6 +113,7 @@ class Kernel:
             raise _strip(e) from None
         self.names = [d.name for d in self.decls]
         self._compiled: dict[tuple, tuple[Any, Any]] = {}
+        self._fast: dict[tuple, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ launching
@@ -129,6 +131,7 @@ class Kernel:
         k.__dict__.update(self.__dict__)
         k.options = {**self.options, **options}
         k._compiled = {}
+        k._fast = {}
         k._lock = threading.Lock()
         return k
 
@@ -220,6 +223,18 @@ class Kernel:
         return params, tuple(spec)
 
     def specialize(self, values: list[Any], infos: list[_Arg | None], cfg: Any) -> tuple[Any, Any]:
+        # the hot path: one dict lookup on what selects a specialisation (dtypes, ranks, Const values)
+        sig = tuple((i.dtype.code, len(i.shape)) if i is not None else
+                    (repr(v) if d.kind == "const" else d.scalar_ty) for d, v, i in zip(self.decls, values, infos))
+        fast = (sig, cfg.digest)
+        hit = self._fast.get(fast)
+        if hit is not None:
+            return hit
+        hit = self._specialize(values, infos, cfg)
+        self._fast[fast] = hit
+        return hit
+
+    def _specialize(self, values: list[Any], infos: list[_Arg | None], cfg: Any) -> tuple[Any, Any]:
         from compiler.pipeline import compile_kernel
 
         params, spec = self.params_for(values, infos)
@@ -291,10 +306,9 @@ class Launch:
 
     def _launch(self, args: tuple, kwargs: dict, trace: bool) -> "Run | None":
         from compiler.config import CONFIG
-        from simulator.config import load_config
 
         k = self.kernel
-        cfg = load_config(self.config or CONFIG.hw)
+        cfg = _config(self.config or CONFIG.hw)
         n = self.block_dim or cfg.cores
         try:
             values, infos = k.bind(args, kwargs)
@@ -305,7 +319,7 @@ class Launch:
         for p, v, info in zip(plan.params, values, infos):
             if p.kind == "gm":
                 words[p.slot] = info.ptr  # type: ignore[union-attr]
-                words[p.slot + 1] = int(np.prod(info.shape))  # type: ignore[union-attr]
+                words[p.slot + 1] = math.prod(info.shape)  # type: ignore[union-attr]
                 for j, s in enumerate(info.shape):  # type: ignore[union-attr]
                     words[p.slot + 2 + j] = s
             elif p.kind == "scalar":
@@ -317,11 +331,12 @@ class Launch:
             from compiler.interpret import interpret
 
             return interpret(k, values, infos, plan, cfg, n, trace)
-        printer = _Printer(plan)
+        printer = _Printer(plan) if plan.strings is not None and getattr(plan, "prints", True) else None
         from simulator import launch as L
 
         error, events = L.run(compiled.address, words, cfg, n, CONFIG.threads, printer, trace)
-        printer.flush()
+        if printer is not None:
+            printer.flush()
         if error is not None:
             raise _strip(_launch_error(plan, error))
         if not trace:
@@ -332,6 +347,19 @@ class Launch:
         gm = [info.nbytes for info in infos if info is not None]
         prof = simulate(events, cfg, locs, gm)  # type: ignore[arg-type]
         return Run(prof, cfg, n, plan)
+
+
+_CONFIGS: dict[str, Any] = {}
+
+
+def _config(name: str) -> Any:
+    """The hardware config, loaded once per process (launches must not read files)."""
+    cfg = _CONFIGS.get(name)
+    if cfg is None:
+        from simulator.config import load_config
+
+        cfg = _CONFIGS[name] = load_config(name)
+    return cfg
 
 
 def _line(loc: SourceLoc) -> str:

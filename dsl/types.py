@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DType:
     """An element type. `llvm` is the LLVM IR spelling, `itemsize` bytes per element."""
 
@@ -19,6 +19,15 @@ class DType:
 
     def __repr__(self) -> str:
         return self.name
+
+    def __eq__(self, other: object) -> bool:  # dtypes are singletons
+        return self is other
+
+    def __hash__(self) -> int:
+        return self.code
+
+    def __reduce__(self) -> str:  # pickles (compile-cache plans) restore the singleton
+        return {"bool": "boolean"}.get(self.name, self.name)
 
     @property
     def np(self) -> np.dtype:
@@ -64,8 +73,14 @@ def from_numpy(dt: np.dtype) -> DType | None:
     return None
 
 
+_BY_TORCH: dict[object, DType | None] = {}
+
+
 def from_torch(dt: object) -> DType | None:
-    return _TORCH_NAMES.get(str(dt).replace("torch.", ""))
+    hit = _BY_TORCH.get(dt, False)
+    if hit is False:
+        hit = _BY_TORCH[dt] = _TORCH_NAMES.get(str(dt).replace("torch.", ""))
+    return hit  # type: ignore[return-value]
 
 
 class Mem(enum.Enum):

@@ -52,6 +52,7 @@ class Contexts:
         self.words[:, abi.SCRATCH] = [base + i * abi.SCRATCH_BYTES for i in range(n)]
         self.ptr = self.words.ctypes.data
         self.lock = threading.Lock()  # one launch at a time uses these memories
+        self.failed = False  # a core wrote its error words in the last launch
 
     def core_of(self, ctx_addr: int) -> int:
         return (ctx_addr - self.ptr) // (abi.CTX_WORDS * 8)
@@ -97,9 +98,11 @@ def run(address: int, args: ctypes.Array | int, cfg: HwConfig, n: int, threads: 
     argp = args if isinstance(args, int) else ctypes.addressof(args)
     with ctxs.lock:
         w = ctxs.words
-        w[:, abi.ERR_CODE] = 0
+        if ctxs.failed:  # error words are only ever written by a failing core
+            w[:, abi.ERR_CODE] = 0
+            ctxs.failed = False
         keep: list[object] = []
-        chunks: list[list[np.ndarray]] = [[] for _ in range(n)]
+        chunks: list[list[np.ndarray]] = [[] for _ in range(n)] if trace else []
         bufs: list[np.ndarray] = []
         if on_print is not None:
             def _print(ctx: int, *vals: int) -> None:
@@ -107,8 +110,6 @@ def run(address: int, args: ctypes.Array | int, cfg: HwConfig, n: int, threads: 
             pf = PRINT_FN(_print)
             keep.append(pf)
             w[:, abi.PRINT_FN] = ctypes.cast(pf, ctypes.c_void_p).value
-        else:
-            w[:, abi.PRINT_FN] = 0
         if trace:
             def _flush(ctx: int) -> None:
                 c = ctxs.core_of(ctx)
@@ -123,8 +124,6 @@ def run(address: int, args: ctypes.Array | int, cfg: HwConfig, n: int, threads: 
             w[:, abi.TRACE_COUNT] = 0
             w[:, abi.TRACE_CAP] = TRACE_CAP
             w[:, abi.TRACE_FLUSH] = ctypes.cast(ff, ctypes.c_void_p).value
-        else:
-            w[:, abi.TRACE_PTR] = 0
         try:
             nthreads = max(1, min(threads, n))
             if nthreads == 1:
@@ -136,6 +135,7 @@ def run(address: int, args: ctypes.Array | int, cfg: HwConfig, n: int, threads: 
                 rcs = [fn(argp, ctxs.ptr, bounds[0], bounds[1])] + [f.result() for f in futs]
             error = None
             if any(rcs):
+                ctxs.failed = True
                 bad = np.nonzero(w[:, abi.ERR_CODE])[0]
                 c = int(bad[0]) if len(bad) else 0
                 error = LaunchError(c, int(w[c, abi.ERR_CHECK]),
@@ -150,6 +150,8 @@ def run(address: int, args: ctypes.Array | int, cfg: HwConfig, n: int, threads: 
                     events.append(np.ascontiguousarray(arr).view(EVENT_DTYPE).reshape(-1))
             return error, events
         finally:
-            w[:, abi.TRACE_PTR] = 0
-            w[:, abi.PRINT_FN] = 0
+            if trace:
+                w[:, abi.TRACE_PTR] = 0
+            if on_print is not None:
+                w[:, abi.PRINT_FN] = 0
             del keep

@@ -55,6 +55,30 @@ def host_vector(n: int) -> list[dict]:
     return rows
 
 
+def launch_cost() -> list[dict]:
+    """Per-launch host cost of a tiny kernel (16 elements, 1 core) against torch.add on the same."""
+    import torch
+
+    from vadd import vadd
+
+    x, y = torch.ones(16), torch.ones(16)
+    z = torch.empty(16)
+    k = vadd[1]
+    reps = 5000
+
+    def many_v() -> None:
+        for _ in range(reps):
+            k(x, y, z)
+
+    def many_t() -> None:
+        for _ in range(reps):
+            torch.add(x, y, out=z)
+
+    tv, tt = best(many_v, 3) / reps, best(many_t, 3) / reps
+    return [{"what": "launch of vadd[1] on 16 elements", "vinci_us": tv * 1e6, "torch_add_us": tt * 1e6,
+             "ratio": tv / tt}]
+
+
 def simulated(n: int) -> list[dict]:
     import numpy as np
     from swish import swish
@@ -127,6 +151,9 @@ def main() -> None:
     if ns.only in (None, "host"):
         print("== host time, 1 thread, against torch single-thread (ratio < 1: Vinci faster)")
         table(host_vector(n))
+    if ns.only in (None, "host"):
+        print("\n== launch cost (host, per call)")
+        table(launch_cost())
     if ns.only in (None, "sim"):
         print("\n== simulated on ascend910b1, 24 cores (efficiency = roofline bound / cycles)")
         table(simulated(n // 4))

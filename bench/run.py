@@ -58,7 +58,6 @@ def host_vector(n: int) -> list[dict]:
 def launch_cost() -> list[dict]:
     """Per-launch host cost of a tiny kernel (16 elements, 1 core) against torch.add on the same."""
     import torch
-
     from vadd import vadd
 
     x, y = torch.ones(16), torch.ones(16)

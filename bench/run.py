@@ -73,9 +73,17 @@ def launch_cost() -> list[dict]:
         for _ in range(reps):
             torch.add(x, y, out=z)
 
-    tv, tt = best(many_v, 3) / reps, best(many_t, 3) / reps
+    prepared = k.prepare(x, y, z)
+
+    def many_p() -> None:
+        for _ in range(reps):
+            prepared()
+
+    tv, tt, tp = best(many_v, 3) / reps, best(many_t, 3) / reps, best(many_p, 3) / reps
     return [{"what": "launch of vadd[1] on 16 elements", "vinci_us": tv * 1e6, "torch_add_us": tt * 1e6,
-             "ratio": tv / tt}]
+             "ratio": tv / tt},
+            {"what": "the same, prepared (k.prepare(...)())", "vinci_us": tp * 1e6, "torch_add_us": tt * 1e6,
+             "ratio": tp / tt}]
 
 
 def simulated(n: int) -> list[dict]:

@@ -300,6 +300,21 @@ class Launch:
     def profile(self, *args: Any, **kwargs: Any) -> "Run":
         return self._launch(args, kwargs, trace=True)  # type: ignore[return-value]
 
+    def prepare(self, *args: Any, **kwargs: Any) -> "Prepared":
+        """Bind, specialise and marshal the arguments once; the result relaunches with no Python
+        work but the call itself (the tensors must stay alive and keep their storage)."""
+        from compiler.config import CONFIG
+
+        k = self.kernel
+        cfg = _config(self.config or CONFIG.hw)
+        try:
+            values, infos = k.bind(args, kwargs)
+        except KernelError as e:
+            raise _strip(e) from None
+        compiled, plan = k.specialize(values, infos, cfg)
+        return Prepared(self, compiled, plan, _words(plan, values, infos), cfg, self.block_dim or cfg.cores,
+                        (args, kwargs))
+
     def on(self, config: str) -> "Launch":
         """The same launch on another hardware config (name or path)."""
         return Launch(self.kernel, self.block_dim, config)
@@ -315,18 +330,7 @@ class Launch:
         except KernelError as e:
             raise _strip(e) from None
         compiled, plan = k.specialize(values, infos, cfg)
-        words = (ctypes.c_int64 * max(plan.nwords, 1))()
-        for p, v, info in zip(plan.params, values, infos):
-            if p.kind == "gm":
-                words[p.slot] = info.ptr  # type: ignore[union-attr]
-                words[p.slot + 1] = math.prod(info.shape)  # type: ignore[union-attr]
-                for j, s in enumerate(info.shape):  # type: ignore[union-attr]
-                    words[p.slot + 2 + j] = s
-            elif p.kind == "scalar":
-                if p.scalar_ty == "f64":
-                    words[p.slot] = np.float64(v).view(np.int64).item()
-                else:
-                    words[p.slot] = int(v)
+        words = _words(plan, values, infos)
         if CONFIG.interpret:
             from compiler.interpret import interpret
 
@@ -347,6 +351,46 @@ class Launch:
         gm = [info.nbytes for info in infos if info is not None]
         prof = simulate(events, cfg, locs, gm)  # type: ignore[arg-type]
         return Run(prof, cfg, n, plan)
+
+
+def _words(plan: Any, values: list[Any], infos: list[_Arg | None]) -> ctypes.Array:
+    """The launch's argument block: per GM tensor its address, numel and shape; scalars' values."""
+    words = (ctypes.c_int64 * max(plan.nwords, 1))()
+    for p, v, info in zip(plan.params, values, infos):
+        if p.kind == "gm":
+            words[p.slot] = info.ptr  # type: ignore[union-attr]
+            words[p.slot + 1] = math.prod(info.shape)  # type: ignore[union-attr]
+            for j, s in enumerate(info.shape):  # type: ignore[union-attr]
+                words[p.slot + 2 + j] = s
+        elif p.kind == "scalar":
+            words[p.slot] = np.float64(v).view(np.int64).item() if p.scalar_ty == "f64" else int(v)
+    return words
+
+
+class Prepared:
+    """A launch with its arguments marshalled (`kernel[n].prepare(...)`): calling it runs the kernel
+    again on the same tensors; `.profile()` times it."""
+
+    def __init__(self, launch: "Launch", compiled: Any, plan: Any, words: ctypes.Array, cfg: Any, n: int,
+                 bound: tuple):
+        from compiler.config import CONFIG
+        from simulator import launch as L
+
+        self.launch, self.compiled, self.plan, self.words, self.cfg, self.n = launch, compiled, plan, words, cfg, n
+        self._bound = bound  # keeps the tensors alive
+        self._run = L.run
+        self._threads = CONFIG.threads
+        self._print = getattr(plan, "prints", True)
+
+    def __call__(self) -> None:
+        printer = _Printer(self.plan) if self._print else None
+        error, _ = self._run(self.compiled.address, self.words, self.cfg, self.n, self._threads, printer, False)
+        if error is not None:
+            raise _strip(_launch_error(self.plan, error))
+
+    def profile(self) -> "Run":
+        args, kwargs = self._bound
+        return self.launch.profile(*args, **kwargs)
 
 
 _CONFIGS: dict[str, Any] = {}

@@ -361,3 +361,15 @@ def test_stepped_windows(interpret: bool) -> None:
     want[:, 0:7] = x[:, 0:20:3] * 2
     want[:, 1:20:3] = x[:, 1:20:3] + 100
     torch.testing.assert_close(y, want)
+
+
+def test_prepared_launch_reuses_marshalled_arguments() -> None:
+    x, y = torch.randn(1000), torch.randn(1000)
+    out = torch.zeros(1000)
+    run = axpy[3].prepare(x, y, out, 2.0)
+    run()
+    assert torch.equal(out, x * 2.0 + y)
+    x.mul_(3)  # same storage, new contents: the prepared launch sees them
+    run()
+    assert torch.equal(out, x * 2.0 + y)
+    assert run.profile().cycles > 0

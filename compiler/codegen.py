@@ -670,7 +670,7 @@ def gen_reduce(g: Gen, s: VOp) -> None:
 
     def combine(acc: str, x: str) -> str:
         if s.instr == Instr.VREDUCE_SUM:
-            return g.op(f"fadd reassoc float {acc}, {x}") if fl else g.op(f"add {ct} {acc}, {x}")
+            return g.op(f"fadd float {acc}, {x}") if fl else g.op(f"add {ct} {acc}, {x}")
         name = ("maximum" if s.instr == Instr.VREDUCE_MAX else "minimum") if fl else \
             ("smax" if s.instr == Instr.VREDUCE_MAX else "smin")
         suffix = "f32" if fl else ct
@@ -699,12 +699,21 @@ def gen_reduce(g: Gen, s: VOp) -> None:
 
         g.loop(inner_count, inner)
 
+    det = s.instr == Instr.VREDUCE_SUM and fl  # float sums: a fixed order, the same on every host
+
+    def row_sum(r: str) -> str:
+        rp = g.op(f"getelementptr {ety(dt)}, ptr {sp}, i64 {g.op(f'mul i64 {r}, {ss}')}")
+        return lane_sum(g, rp, cols, dt)
+
     if s.arg == "rows":
         def per_row(r: str) -> None:
+            if det:
+                store_elem(g, d.dtype, out_ptr(r), row_sum(r))
+                return
             run(r, cols, lambda o, c: elem(o, c))
             store_elem(g, d.dtype, out_ptr(r), g.op(f"load {ct}, ptr {accp}, align 8"))
         g.loop(rows, per_row)
-    elif s.arg == "cols":
+    elif s.arg == "cols":  # one running value per column, rows in order
         def per_col(c: str) -> None:
             run(c, rows, lambda o, r: elem(r, o))
             store_elem(g, d.dtype, out_ptr(c), g.op(f"load {ct}, ptr {accp}, align 8"))
@@ -713,12 +722,64 @@ def gen_reduce(g: Gen, s: VOp) -> None:
         g.emit(f"store {ct} {init}, ptr {accp}, align 8")
 
         def per_row_all(r: str) -> None:
+            if det:  # each row's lane sum, added row by row
+                a = g.op(f"load {ct}, ptr {accp}, align 8")
+                g.emit(f"store {ct} {combine(a, row_sum(r))}, ptr {accp}, align 8")
+                return
+
             def inner(c: str) -> None:
                 a = g.op(f"load {ct}, ptr {accp}, align 8")
                 g.emit(f"store {ct} {combine(a, elem(r, c))}, ptr {accp}, align 8")
             g.loop(cols, inner)
         g.loop(rows, per_row_all)
         store_elem(g, d.dtype, out_ptr("0"), g.op(f"load {ct}, ptr {accp}, align 8"))
+
+
+def lane_sum(g: Gen, p: str, count: str, dt: DType) -> str:
+    """Sum of `count` elements at p in a fixed order: 16 f32 lanes (lane l adds elements l, l+16,
+    ... in turn, the tail through a masked load), then a fixed tree (l + l+8, l + l+4, ...).
+    Vectorised by construction and bit-reproducible on any host; the interpreter does the same."""
+    from compiler.cube import _lane_mask, carry_loop
+
+    vt = "<16 x float>"
+
+    def load16(q: str, mask: str | None) -> str:
+        raw = {"float": "float", "half": "half", "bfloat": "i16"}[dt.llvm]
+        vr = f"<16 x {raw}>"
+        if mask is None:
+            v = g.op(f"load {vr}, ptr {q}, align {dt.itemsize}")
+        else:
+            name = {"float": "v16f32", "half": "v16f16", "i16": "v16i16"}[raw]
+            g.intrinsic(f"declare {vr} @llvm.masked.load.{name}.p0(ptr, i32, <16 x i1>, {vr})")
+            v = g.op(f"call {vr} @llvm.masked.load.{name}.p0(ptr {q}, i32 {dt.itemsize}, <16 x i1> {mask}, "
+                     f"{vr} zeroinitializer)")
+        if raw == "float":
+            return v
+        if raw == "half":
+            return g.op(f"fpext {vr} {v} to {vt}")
+        w = g.op(f"shl <16 x i32> {g.op(f'zext {vr} {v} to <16 x i32>')}, " + "<" + ", ".join(["i32 16"] * 16) + ">")
+        return g.op(f"bitcast <16 x i32> {w} to {vt}")
+
+    full = g.op(f"lshr i64 {count}, 4")
+
+    def chunk(i: str, vals: list[str]) -> list[str]:
+        q = g.op(f"getelementptr {ety(dt)}, ptr {p}, i64 {g.op(f'shl i64 {i}, 4')}")
+        return [g.op(f"fadd {vt} {vals[0]}, {load16(q, None)}")]
+
+    acc = carry_loop(g, full, [(vt, "zeroinitializer")], chunk)[0]
+    tail = g.op(f"and i64 {count}, 15")
+    q = g.op(f"getelementptr {ety(dt)}, ptr {p}, i64 {g.op(f'shl i64 {full}, 4')}")
+    acc = g.op(f"fadd {vt} {acc}, {load16(q, _lane_mask(g, 16, tail))}")  # zeros past the tail: exact
+    width = 16
+    while width > 1:
+        half = width // 2
+        lo = g.op(f"shufflevector <{width} x float> {acc}, <{width} x float> poison, <{half} x i32> <"
+                  + ", ".join(f"i32 {i}" for i in range(half)) + ">")
+        hi = g.op(f"shufflevector <{width} x float> {acc}, <{width} x float> poison, <{half} x i32> <"
+                  + ", ".join(f"i32 {i}" for i in range(half, width)) + ">")
+        acc = g.op(f"fadd <{half} x float> {lo}, {hi}")
+        width = half
+    return g.op(f"extractelement <1 x float> {acc}, i64 0")
 
 
 def gen_print(g: Gen, s: Print) -> None:

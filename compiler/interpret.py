@@ -11,10 +11,9 @@ compute in f32 (scalar operands too) and round to f16/bf16 once per instruction,
 x // 0 and x % 0 give 0, max/min/relu propagate NaN and order -0 < +0 (llvm.maximum), float ->
 int casts round half to even and saturate. exp, log, tanh and pow call the C library's f32
 functions, as the native code does. Scalar expressions follow `Gen.sval` (i64 wrap-around, IEEE
-f64), not `sexpr.evaluate`. Known differences from the native run:
+f64). Float sums add in `codegen.lane_sum`'s fixed order, as the native code does. The one known
+difference from the native run:
 
-- VREDUCE_SUM on floats adds left to right; the native loop is `fadd reassoc`, which LLVM splits
-  into vector partial sums, so the last bits can differ;
 - bf16 Mmad on AMX hosts: how the tile unit rounds inside a 32-element step of k is not
   documented (it is not the SDM's pseudocode), so the interpreter uses the vdpbf16ps rule (pairs,
   odd element first, subnormals flushed): the f32 accumulators differ in their last bits. Every
@@ -415,7 +414,13 @@ class Core:
         x = self.view(src, rows, cols).astype(t)
         # one group per output value, reduced in the native loop's order
         groups = {"rows": x, "cols": x.T}.get(s.arg, x.reshape(1, -1))  # type: ignore[call-overload]
-        if s.instr == Instr.VREDUCE_SUM:
+        if s.instr == Instr.VREDUCE_SUM and t == np.float32 and s.arg != "cols":
+            per_row = lane_sum(x)  # codegen.lane_sum: 16 lanes then a fixed tree
+            if s.arg == "rows":
+                vals = per_row
+            else:  # row sums added row by row
+                vals = np.cumsum(np.concatenate([np.zeros(1, t), per_row]), dtype=t)[-1:]
+        elif s.instr == Instr.VREDUCE_SUM:
             init = np.zeros((groups.shape[0], 1), t)
             vals = np.cumsum(np.concatenate([init, groups], axis=1), axis=1, dtype=t)[:, -1]
         else:
@@ -444,6 +449,22 @@ class Core:
                 arr = raw.reshape(max(rows, 0), stride)[:, :cols]
                 parts.append(np.array2string(arr.copy(), precision=4, threshold=64))
         sys.stdout.write(f"[core {self.core}] " + " ".join(parts) + "\n")
+
+
+def lane_sum(x: np.ndarray) -> np.ndarray:
+    """Per row of f32 x: codegen.lane_sum's order (16 lanes, each adding its elements in turn, then
+    lane l + lane l + 8, l + 4, l + 2, l + 1)."""
+    rows, cols = x.shape
+    pad = np.zeros((rows, -(-cols // 16) * 16), np.float32)
+    pad[:, :cols] = x
+    lanes = np.cumsum(np.concatenate([np.zeros((rows, 1, 16), np.float32), pad.reshape(rows, -1, 16)], axis=1),
+                      axis=1, dtype=np.float32)[:, -1, :]
+    width = 16
+    while width > 1:
+        half = width // 2
+        lanes = (lanes[:, :half] + lanes[:, half:width]).astype(np.float32)
+        width = half
+    return lanes[:, 0]
 
 
 def _minmax(g: np.ndarray, is_max: bool, t: np.dtype) -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from matmul import matmul as example_matmul
 from test_interpret import both as _both  # noqa: E402
-from test_interpret import interpreting, same  # noqa: E402, F401
+from test_interpret import interpreting, same, same_runs  # noqa: E402, F401
 
 import dsl
 from compiler import interpret as I
@@ -37,16 +37,6 @@ APPROX = I.host_isa() == "amx"  # bf16 products: AMX is approximated (to roundin
 def both(launch, args: list, profile: bool = True, **consts):  # type: ignore[no-untyped-def]
     """test_interpret.both, profiled by default: every cube run compares event streams too."""
     return _both(launch, args, profile, **consts)
-
-
-def same_runs(nr, ir) -> None:  # type: ignore[no-untyped-def]
-    """Same trace records on every core (instr, pipe, loc, a..e) and the same cycle count."""
-    assert len(nr.profile.per_core) == len(ir.profile.per_core)
-    for pn, pi in zip(nr.profile.per_core, ir.profile.per_core):
-        assert pn.events.dtype == pi.events.dtype
-        np.testing.assert_array_equal(pn.events, pi.events)
-    assert nr.cycles == ir.cycles
-    assert nr.profile.busy == ir.profile.busy
 
 
 def agree(native: np.ndarray, interp: np.ndarray, dt: str) -> None:

@@ -13,7 +13,24 @@ from dataclasses import dataclass, field
 
 from compiler import sexpr as S
 from compiler.codegen_elem import compute_ty, elem_op, ety, ffloat, load_elem, scalar_as, store_elem
-from compiler.ir import Barrier, Buf, Check, Flag, For, If, Kernel, Load, Mmad, Move, Print, SetVar, Stmt, Store, VOp
+from compiler.ir import (
+    Barrier,
+    Buf,
+    Check,
+    Flag,
+    For,
+    If,
+    Kernel,
+    Load,
+    Mmad,
+    Move,
+    Print,
+    SetVar,
+    Stmt,
+    Store,
+    VOp,
+    accesses,
+)
 from compiler.passes.place import fractal_pad
 from compiler.sexpr import F64, I64, SExpr
 from dsl.types import DType, Mem, f32
@@ -43,6 +60,8 @@ class Gen:
     decls: set[str] = field(default_factory=set)
     args_used: set = field(default_factory=set)
     strings: dict = field(default_factory=dict)
+    # host-side MTE2 -> MTE1 forwarding (see `forwarding`): L1 buffer id -> the move it feeds
+    forward: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------ text helpers
     def tmp(self) -> str:
@@ -423,7 +442,12 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -
         gp = g.op(f"getelementptr i8, ptr {g.gm_ptr(ref.arg)}, i64 {g.op(f'mul i64 {off}, {es}')}")
         bptr, _ = g.buf_ptr(buf)
         rp, cp = (_i64(g, e) for e in fractal_pad(buf))
-        if is_load:  # GM -> L1, ND -> NZ
+        mv = g.forward.get(buf.id) if is_load else None
+        if mv is not None:  # GM -> L1 -> L0A/L0B forwarded: the L0 layout written straight from GM
+            dp, _ = g.buf_ptr(mv.dst)
+            drp, dcp = (_i64(g, e) for e in fractal_pad(mv.dst))
+            cube.gen_nd2l0(g, dp, gp, rows, cols, stride, drp, dcp, buf.dtype, mv.dst.mem == Mem.L0A)
+        elif is_load:  # GM -> L1, ND -> NZ
             cube.gen_nd2nz(g, bptr, gp, rows, cols, stride, rp, cp, buf.dtype)
         else:  # L0C -> GM on the FIX pipe
             cube.gen_fix(g, gp, bptr, rows, cols, stride, rp, buf.dtype, fix.dtype, fix.relu,
@@ -534,6 +558,8 @@ def gen_cube_move(g: Gen, s: Move) -> None:
     rp, cp = (_i64(g, e) for e in fractal_pad(d))
     nbytes = g.op(f"mul i64 {g.op(f'mul i64 {rp}, {cp}')}, {d.dtype.itemsize}")
     g.event(s.instr, INFO[s.instr][1], s.loc, nbytes, 1, -1, 0, 0)  # type: ignore[index]
+    if g.forward.get(src.id) is s:
+        return  # the load that filled `src` already wrote `d` (forwarding)
     r, c = _i64(g, d.ext[0]), _i64(g, d.ext[1])
     if d.mem == Mem.L0A:
         cube.gen_l1_to_l0a(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose)
@@ -853,9 +879,70 @@ write:
    .replace("TRACE_CAP", str(abi.TRACE_CAP)).replace("TRACE_FLUSH", str(abi.TRACE_FLUSH))
 
 
+def forwarding(body: tuple[Stmt, ...]) -> dict[int, Move]:
+    """L1 staging buffers whose GM -> L1 load can write the L0A / L0B move's destination directly.
+
+    `a[m, k] @ b[k, n]` stages each operand GM -> L1 (MTE2) -> L0A/L0B (MTE1). On the host both
+    are copies, and when the L1 buffer is written by that one load, read by that one move (not
+    transposing), and only flags, checks and other copies stand between them, the L1 copy is never
+    observed: the load lays the window out in the L0 layout itself and the move does no work. (The
+    destination is not touched in between, so writing it at the load is writing it at the move.)
+    Both still issue
+    their instructions (events, timing, trace) exactly as before; the interpreter keeps both copies
+    and the results agree bit for bit."""
+    count: dict[int, list[int]] = {}
+
+    def walk(b: tuple[Stmt, ...]) -> None:
+        for s in b:
+            if isinstance(s, For):
+                walk(s.body)
+            elif isinstance(s, If):
+                walk(s.then)
+                walk(s.orelse)
+            else:
+                for buf, w in accesses(s):
+                    if buf.mem == Mem.L1:
+                        count.setdefault(buf.id, [0, 0])[w] += 1
+
+    walk(body)
+    out: dict[int, Move] = {}
+
+    def pair(b: tuple[Stmt, ...]) -> None:
+        for i, s in enumerate(b):
+            if isinstance(s, For):
+                pair(s.body)
+            elif isinstance(s, If):
+                pair(s.then)
+                pair(s.orelse)
+            elif (isinstance(s, Load) and s.dst.mem == Mem.L1 and s.src.step is None
+                  and count.get(s.dst.id) == [1, 1]):
+                j = next((j for j in range(i + 1, len(b)) if any(x is s.dst for x, _ in _all_accesses(b[j]))), None)
+                mv = b[j] if j is not None else None
+                if not (isinstance(mv, Move) and mv.src is s.dst and mv.dst.mem in (Mem.L0A, Mem.L0B)
+                        and not mv.transpose and mv.fix is None):
+                    continue
+                # between them only flags, checks and other copies, none touching the destination
+                if all(isinstance(t, (Flag, Check, Load, Move)) and not any(x is mv.dst for x, _ in accesses(t))
+                       for t in b[i + 1: j]):
+                    out[s.dst.id] = mv
+
+    pair(body)
+    return out
+
+
+def _all_accesses(s: Stmt) -> list[tuple[Buf, bool]]:
+    """accesses() of a statement and, for a loop or branch, of everything inside it."""
+    if isinstance(s, For):
+        return [a for t in s.body for a in _all_accesses(t)]
+    if isinstance(s, If):
+        return [a for t in (*s.then, *s.orelse) for a in _all_accesses(t)]
+    return accesses(s)
+
+
 def generate(k: Kernel, sym: str) -> tuple[str, list[CheckInfo], dict]:
     """LLVM IR text of kernel `k` exported as `sym`, and the table of its runtime checks."""
     g = Gen(k, sym)
+    g.forward = forwarding(k.body)
     gen_body(g, k.body)
     head = [f"define internal i32 @{sym}_core(ptr noalias %args, ptr noalias %ctx) #0 {{", "entry:"]
     pro: list[str] = []

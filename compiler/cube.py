@@ -187,51 +187,129 @@ def _copy_bytes(g: Gen, dst: str, src: str, nbytes: int, align: int = 32) -> Non
 def gen_nd2nz(g: Gen, dst: str, src: str, rows: str, cols: str, src_stride: str, rows_pad: str, cols_pad: str,
               dtype: DType) -> None:
     """Copy a rows x cols ND window (rows `src_stride` elements apart) into an L1 buffer in NZ with
-    rows_pad x cols_pad capacity, zero-filling the rest. Each row contributes 32-byte runs."""
+    rows_pad x cols_pad capacity, zero-filling the rest.
+
+    Column block by column block, as NZ stores them: each 64-byte line of a source row feeds two
+    column blocks, so the inner loop walks down the rows two at a time, reads one line of each
+    (every source byte once) and writes two sequential 64-byte runs. (Software prefetch of the
+    rows ahead measured slower here: the hardware keeps up.)"""
     es, c0 = dtype.itemsize, c0_of(dtype)
-    run = f"<{c0} x i{8 * es}>"
+    it = f"i{8 * es}"
+    run, line = f"<{c0} x {it}>", f"<{2 * c0} x {it}>"
     full = _shr(g, cols, c0)
+    pairs = _shr(g, full, 2)
     tail = _rem(g, cols, c0)
     nblk = _shr(g, cols_pad, c0)
-    bstride = _mul(g, rows_pad, 32)  # bytes between the runs of one row
     has_tail = g.op(f"icmp ne i64 {tail}, 0")
     first_zero = _add(g, full, g.op(f"zext i1 {has_tail} to i64"))
-    mask = _lane_mask(g, c0, tail)
-    g.intrinsic(f"declare {run} @llvm.masked.load.v{c0}i{8 * es}.p0(ptr, <{c0} x i1>, {run})")
-    cat = "<" + ", ".join(f"i32 {i}" for i in range(2 * c0)) + ">"
+    g.intrinsic(f"declare {run} @llvm.masked.load.v{c0}{it}.p0(ptr, <{c0} x i1>, {run})")
+    half = [("<" + ", ".join(f"i32 {i + h * c0 + q * 2 * c0}" for q in range(2) for i in range(c0)) + ">")
+            for h in (0, 1)]
+    rpairs, odd = _shr(g, rows, 2), g.op(f"icmp ne i64 {_rem(g, rows, 2)}, 0")
+    row_ptr = lambda r, cb: _ptr(g, src, _mul(g, _add(g, _mul(g, r, src_stride), _mul(g, cb, c0)), es))  # noqa: E731
+    out_ptr = lambda r, cb: _ptr(g, dst, _mul(g, _add(g, _mul(g, cb, rows_pad), r), 32))  # noqa: E731
 
-    def rows_at(r0: str, nr: int) -> None:
-        """Rows r0 .. r0 + nr (nr = 1 or 2): the runs of two rows are one 64-byte line of L1."""
-        srcs = [_ptr(g, src, _mul(g, _mul(g, _add(g, r0, q), src_stride), es)) for q in range(nr)]
-        d = _ptr(g, dst, _mul(g, r0, 32))
-        wide = f"<{nr * c0} x i{8 * es}>"
+    def two_blocks(cb: str) -> None:
+        """Column blocks cb, cb + 1 from one source line per row."""
+        def rp(q: str) -> None:
+            r = _mul(g, q, 2)
+            x = [g.op(f"load {line}, ptr {row_ptr(_add(g, r, h), cb)}, align {es}") for h in (0, 1)]
+            for h in (0, 1):
+                v = g.op(f"shufflevector {line} {x[0]}, {line} {x[1]}, <{2 * c0} x i32> {half[h]}")
+                g.emit(f"store {line} {v}, ptr {out_ptr(r, _add(g, cb, h))}, align 32")
 
-        def put(cb: str, vs: list[str]) -> None:
-            v = vs[0] if nr == 1 else g.op(f"shufflevector {run} {vs[0]}, {run} {vs[1]}, <{2 * c0} x i32> {cat}")
-            g.emit(f"store {wide} {v}, ptr {_ptr(g, d, _mul(g, cb, bstride))}, align 32")
+        g.loop(rpairs, rp)
 
-        g.loop(full, lambda cb: put(cb, [g.op(f"load {run}, ptr {_ptr(g, sp, _mul(g, cb, 32))}, align {es}")
-                                         for sp in srcs]))
+        def last() -> None:
+            r = _sub(g, rows, 1)
+            x = g.op(f"load {line}, ptr {row_ptr(r, cb)}, align {es}")
+            for h in (0, 1):
+                idx = "<" + ", ".join(f"i32 {i + h * c0}" for i in range(c0)) + ">"
+                v = g.op(f"shufflevector {line} {x}, {line} poison, <{c0} x i32> {idx}")
+                g.emit(f"store {run} {v}, ptr {out_ptr(r, _add(g, cb, h))}, align 32")
 
-        def part() -> None:
-            put(full, [g.op(f"call {run} @llvm.masked.load.v{c0}i{8 * es}.p0(ptr align {es} "
-                            f"{_ptr(g, sp, _mul(g, full, 32))}, <{c0} x i1> {mask}, {run} zeroinitializer)")
-                       for sp in srcs])
+        _if(g, odd, last)
 
-        _if(g, has_tail, part)
-        _loop_from(g, first_zero, nblk,
-                   lambda cb: g.emit(f"store {wide} zeroinitializer, ptr {_ptr(g, d, _mul(g, cb, bstride))}, align 32"))
+    def one_block(cb: str, mask: str | None) -> None:
+        """Column block cb alone (the odd last full one, or the tail under `mask`)."""
+        def load(r: str) -> str:
+            p = row_ptr(r, cb)
+            if mask is None:
+                return g.op(f"load {run}, ptr {p}, align {es}")
+            return g.op(f"call {run} @llvm.masked.load.v{c0}{it}.p0(ptr align {es} {p}, <{c0} x i1> {mask}, "
+                        f"{run} zeroinitializer)")
 
-    g.loop(_shr(g, rows, 2), lambda rp: rows_at(_mul(g, rp, 2), 2))
-    _if(g, g.op(f"icmp ne i64 {_rem(g, rows, 2)}, 0"), lambda: rows_at(_sub(g, rows, 1), 1))
+        def rp(q: str) -> None:
+            r = _mul(g, q, 2)
+            x = [load(_add(g, r, h)) for h in (0, 1)]
+            cat = "<" + ", ".join(f"i32 {i}" for i in range(2 * c0)) + ">"
+            v = g.op(f"shufflevector {run} {x[0]}, {run} {x[1]}, <{2 * c0} x i32> {cat}")
+            g.emit(f"store {line} {v}, ptr {out_ptr(r, cb)}, align 32")
 
-    # rows [rows, rows_pad) of every run column: one contiguous stretch per column
-    def zero_col(cb: str) -> None:
-        base = _ptr(g, dst, _mul(g, _add(g, _mul(g, cb, rows_pad), rows), 32))
-        g.loop(_sub(g, rows_pad, rows),
+        g.loop(rpairs, rp)
+        _if(g, odd, lambda: g.emit(f"store {run} {load(_sub(g, rows, 1))}, ptr {out_ptr(_sub(g, rows, 1), cb)}, "
+                                    "align 32"))
+
+    g.loop(pairs, lambda q: two_blocks(_mul(g, q, 2)))
+    _if(g, g.op(f"icmp ne i64 {_rem(g, full, 2)}, 0"), lambda: one_block(_sub(g, full, 1), None))
+    _if(g, has_tail, lambda: one_block(full, _lane_mask(g, c0, tail)))
+
+    # zeros: rows [rows, rows_pad) of the filled column blocks, whole column blocks past them
+    def zero(cb: str, r0: str) -> None:
+        base = out_ptr(r0, cb)
+        g.loop(_sub(g, rows_pad, r0),
                lambda r: g.emit(f"store {run} zeroinitializer, ptr {_ptr(g, base, _mul(g, r, 32))}, align 32"))
 
-    _if(g, g.op(f"icmp slt i64 {rows}, {rows_pad}"), lambda: g.loop(nblk, zero_col))
+    _if(g, g.op(f"icmp slt i64 {rows}, {rows_pad}"), lambda: g.loop(first_zero, lambda cb: zero(cb, rows)))
+    _loop_from(g, first_zero, nblk, lambda cb: zero(cb, "0"))
+
+
+def gen_nd2l0(g: Gen, dst: str, src: str, rows: str, cols: str, src_stride: str, rows_pad: str, cols_pad: str,
+              dtype: DType, is_a: bool) -> None:
+    """GM (ND) -> L0A / L0B directly: what `gen_nd2nz` then `gen_l1_to_l0a` / `gen_l1_to_l0b` (not
+    transposing) leave in the L0 buffer, in one pass: the fractals covering rows x cols, zeros
+    inside them past the window. L0A fractals are 16 rows of c0 elements, L0B's c0 rows of 16;
+    either way a source row feeds one fractal row per fractal column, 512 bytes apart."""
+    es, c0 = dtype.itemsize, c0_of(dtype)
+    it = f"i{8 * es}"
+    fr, w = (16, c0) if is_a else (c0, 16)  # fractal rows, elements per fractal row
+    vt = f"<{w} x {it}>"
+    per = _shr(g, cols_pad, w)  # fractals per row of fractals
+    full, tail = _shr(g, cols, w), _rem(g, cols, w)
+    chunks = _ceil(g, cols, w)
+    mask = _lane_mask(g, w, tail)
+    g.intrinsic(f"declare {vt} @llvm.masked.load.v{w}{it}.p0(ptr, <{w} x i1>, {vt})")
+    align = min(32, w * es)
+
+    def out(r: str, q: str) -> str:
+        f = _add(g, _mul(g, _shr(g, r, fr), per), q)
+        return _ptr(g, dst, _add(g, _mul(g, f, 512), _mul(g, _rem(g, r, fr), w * es)))
+
+    has_tail = g.op(f"icmp ne i64 {tail}, 0")
+    wide = f"<{2 * w} x {it}>"
+    cat = "<" + ", ".join(f"i32 {i}" for i in range(2 * w)) + ">"
+
+    def rows_at(r: str, nr: int) -> None:
+        """Rows r .. r + nr: with nr = 2 (r even) their fractal rows are one 64-byte store."""
+        sps = [_ptr(g, src, _mul(g, _mul(g, _add(g, r, h), src_stride), es)) for h in range(nr)]
+
+        def put(q: str, vs: list[str]) -> None:
+            v = vs[0] if nr == 1 else g.op(f"shufflevector {vt} {vs[0]}, {vt} {vs[1]}, <{2 * w} x i32> {cat}")
+            g.emit(f"store {vt if nr == 1 else wide} {v}, ptr {out(r, q)}, align {align}")
+
+        g.loop(full, lambda q: put(q, [g.op(f"load {vt}, ptr {_ptr(g, sp, _mul(g, q, w * es))}, align {es}")
+                                       for sp in sps]))
+        _if(g, has_tail, lambda: put(full, [g.op(
+            f"call {vt} @llvm.masked.load.v{w}{it}.p0(ptr align {es} {_ptr(g, sp, _mul(g, full, w * es))}, "
+            f"<{w} x i1> {mask}, {vt} zeroinitializer)") for sp in sps]))
+
+    if w * es == 32:  # two rows of a fractal fill a cache line
+        g.loop(_shr(g, rows, 2), lambda p: rows_at(_mul(g, p, 2), 2))
+        _if(g, g.op(f"icmp ne i64 {_rem(g, rows, 2)}, 0"), lambda: rows_at(_sub(g, rows, 1), 1))
+    else:
+        g.loop(rows, lambda r: rows_at(r, 1))
+    _loop_from(g, rows, _round(g, rows, fr),
+               lambda r: g.loop(chunks, lambda q: g.emit(f"store {vt} zeroinitializer, ptr {out(r, q)}, align {align}")))
 
 
 # ------------------------------------------------------------------ L1 -> L0A / L0B
@@ -819,5 +897,5 @@ def module(g: Gen, name: str, params: str) -> str:
             f"\nattributes #0 = {{ {ATTRS} }}\n")
 
 
-__all__ = ["c0_of", "gen_nd2nz", "gen_l1_to_l0a", "gen_l1_to_l0b", "gen_mmad", "gen_fix", "host_isa", "module",
+__all__ = ["c0_of", "gen_nd2nz", "gen_nd2l0", "gen_l1_to_l0a", "gen_l1_to_l0b", "gen_mmad", "gen_fix", "host_isa", "module",
            "carry_loop"]

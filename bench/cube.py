@@ -13,33 +13,58 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from run import best  # noqa: E402  (bench/run.py: best-of-N wall time)
 
+# block sizes that suit this host best (a sweep of the ones that fit L0A/L0B/L0C; bench/mmad_native.py --sweep)
+BLOCKS = {"float32": (256, 128, 64), "float16": (128, 256, 64), "bfloat16": (128, 256, 128)}
+# the issue's targets: Vinci time / torch time at most this (f16 against torch's f32 matmul)
+TARGET = {"float32": 1.4, "float16": 1.4, "bfloat16": 1.5}
 
-def host(n: int) -> None:
+
+def host(n: int, dtypes: list[str], note: str = "") -> None:
     import torch
     from matmul import matmul
 
+    from compiler import cube
     from compiler.config import CONFIG
 
     CONFIG.threads = 1
     torch.set_num_threads(1)
     flops = 2 * n ** 3
-    print(f"== host, one thread: {n}^3 matmul, GFLOP/s (ratio = torch time / Vinci time; > 1: Vinci faster)")
-    print(f"  {'inputs':<8}{'blocks':<12}{'Vinci':>8}{'torch f32':>11}{'torch same dtype':>18}{'vs f32':>8}{'vs same':>9}")
-    # block sizes that suit this host best (bench/mmad_native.py --sweep); all fit L0A/L0B/L0C
-    for dt, blk in ((torch.float32, (256, 128, 64)), (torch.float16, (256, 128, 64)), (torch.bfloat16, (256, 128, 128)),
-                    (torch.float32, (128, 128, 64))):
+    print(f"== host, one thread: {n}^3 matmul, GFLOP/s, mmad path {cube.host_isa()}{note}")
+    print("   (slower = Vinci time / torch time; f16 is held to torch's f32 matmul, the others to torch same dtype)")
+    print(f"  {'inputs':<10}{'blocks':<12}{'Vinci':>8}{'torch f32':>11}{'torch same':>12}{'slower':>8}{'target':>8}")
+    for name in dtypes:
+        dt = getattr(torch, name)
+        blk = BLOCKS[name]
         a = torch.randn(n, n).to(dt)
         b = torch.randn(n, n).to(dt)
         c = torch.empty(n, n)
-        tv = best(lambda: matmul[24](a, b, c, BM=blk[0], BN=blk[1], BK=blk[2]))
+        run = matmul[24].prepare(a, b, c, BM=blk[0], BN=blk[1], BK=blk[2])
+        run()
         want = a.float() @ b.float()
         assert torch.allclose(c, want, atol=1e-2 * n ** 0.5, rtol=1e-2)
         af, bf = a.float(), b.float()
-        tf = best(lambda: torch.matmul(af, bf))
-        ts = tf if dt == torch.float32 else best(lambda: torch.matmul(a, b), 1 if dt == torch.float16 else 5)
-        name = str(dt).replace("torch.", "")
-        print(f"  {name:<8}{'x'.join(map(str, blk)):<12}{flops / tv / 1e9:>8.1f}{flops / tf / 1e9:>11.1f}"
-              f"{flops / ts / 1e9:>18.1f}{tf / tv:>8.2f}{ts / tv:>9.2f}")
+        tv = tf = ts = float("inf")
+        for rep in range(7):  # interleaved: a busy neighbour on this shared host hurts both sides alike
+            tv = min(tv, best(run, 1))
+            tf = min(tf, best(lambda: torch.matmul(af, bf), 1))
+            if dt != torch.float32 and (dt != torch.float16 or rep < 2):  # torch f16 may be slow: a few runs
+                ts = min(ts, best(lambda: torch.matmul(a, b), 1))
+        ts = tf if dt == torch.float32 else ts
+        ref = tf if dt == torch.float16 else ts
+        ok = "met" if tv / ref <= TARGET[name] else "MISSED"
+        print(f"  {name:<10}{'x'.join(map(str, blk)):<12}{flops / tv / 1e9:>8.1f}{flops / tf / 1e9:>11.1f}"
+              f"{flops / ts / 1e9:>12.1f}{tv / ref:>7.2f}x{TARGET[name]:>6.1f}x {ok}")
+
+
+def without_amx(n: int) -> None:
+    """bf16 as on a host without AMX (the Zen 4 DESIGN.md describes): Vinci's plain path and torch's
+    oneDNN capped at AVX512-BF16, in a child process (both choices are made at start-up)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "VINCI_CUBE_ISA": "generic", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}
+    subprocess.run([sys.executable, __file__, "--host-only", "--n", str(n), "--dtypes", "bfloat16",
+                    "--note", ", torch without AMX (ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16)"], env=env, check=True)
 
 
 def simulated(n: int) -> None:
@@ -64,8 +89,19 @@ def simulated(n: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--host-only", action="store_true")
+    p.add_argument("--n", type=int, default=0)
+    p.add_argument("--dtypes", default="float32,float16,bfloat16")
+    p.add_argument("--note", default="")
     ns = p.parse_args()
-    host(512 if ns.quick else 1024)
+    n = ns.n or (512 if ns.quick else 1024)
+    host(n, ns.dtypes.split(","), ns.note)
+    if ns.host_only:
+        return
+    from compiler import cube
+
+    if cube.host_isa() == "amx":
+        without_amx(n)
     simulated(1024 if ns.quick else 2048)
 
 

@@ -1,8 +1,9 @@
 """A 1024^3 GEMM on one thread built from the cube unit's native pieces, against torch.
 
-For each BM x BN output block, for each BK step of k: ND->NZ of the A block (BM x BK) and the B
-block (BK x BN) into L1 buffers, L1 -> L0A / L0B, Mmad (init on the first step); then Fixpipe
-of the block to the output. Extents are run-time values and capacities constants, as in a
+For each BM x BN output block, for each BK step of k: the A block (BM x BK) and the B block
+(BK x BN) GM -> L0A / L0B in one pass each (as compiled kernels do when the L1 staging buffer
+has no other reader: compiler.codegen.forwarding; `--two-pass`: ND->NZ into L1, then L1 -> L0),
+Mmad (init on the first step); then Fixpipe of the block to the output. Extents are run-time values and capacities constants, as in a
 compiled kernel. Prints GFLOP/s and ratios (torch / ours: 1.0 means as fast as torch); asserts
 nothing. Timings are the minimum of interleaved repeats (the host's cores are shared).
 
@@ -36,7 +37,7 @@ TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 L0A, L0B, L0C = 64 << 10, 64 << 10, 128 << 10
 
 
-def gemm(dt: DType, bm: int, bn: int, bk: int, isa: str | None):  # type: ignore[no-untyped-def]
+def gemm(dt: DType, bm: int, bn: int, bk: int, isa: str | None, two_pass: bool = False):  # type: ignore[no-untyped-def]
     """The compiled GEMM: (A, B, C, L1a, L1b, L0a, L0b, L0c, scratch, M, N, K, m, n, k) -> None."""
     g = Gen(k=Kernel("gemm", [], (), 0, []), sym="gemm")
     names = "A B C l1a l1b l0a l0b l0c s M N K m n k".split()
@@ -48,10 +49,14 @@ def gemm(dt: DType, bm: int, bn: int, bk: int, isa: str | None):  # type: ignore
         def step(ko: str) -> None:
             pa = ptr(g, A, mul(g, add(g, mul(g, mul(g, mo, bm), K), mul(g, ko, bk)), es))
             pb = ptr(g, B, mul(g, add(g, mul(g, mul(g, ko, bk), N), mul(g, no, bn)), es))
-            cube.gen_nd2nz(g, l1a, pa, m, k, K, bm, bk, dt)
-            cube.gen_nd2nz(g, l1b, pb, k, n, N, bk, bn, dt)
-            cube.gen_l1_to_l0a(g, l0a, l1a, m, k, bm, bk, dt, False)
-            cube.gen_l1_to_l0b(g, l0b, l1b, k, n, bk, bn, dt, False)
+            if two_pass:
+                cube.gen_nd2nz(g, l1a, pa, m, k, K, bm, bk, dt)
+                cube.gen_nd2nz(g, l1b, pb, k, n, N, bk, bn, dt)
+                cube.gen_l1_to_l0a(g, l0a, l1a, m, k, bm, bk, dt, False)
+                cube.gen_l1_to_l0b(g, l0b, l1b, k, n, bk, bn, dt, False)
+            else:
+                cube.gen_nd2l0(g, l0a, pa, m, k, K, bm, bk, dt, True)
+                cube.gen_nd2l0(g, l0b, pb, k, n, N, bk, bn, dt, False)
             init = g.op(f"zext i1 {g.op(f'icmp eq i64 {ko}, 0')} to i64")
             cube.gen_mmad(g, l0c, l0a, l0b, m, n, k, bm, bk, bn, dt, init, s, isa=isa)
 
@@ -85,10 +90,11 @@ def best_of(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
 class Case:
     """One compiled GEMM with its buffers, ready to time."""
 
-    def __init__(self, name: str, n: int, blocks: tuple[int, int, int], isa: str | None, align: int) -> None:
+    def __init__(self, name: str, n: int, blocks: tuple[int, int, int], isa: str | None, align: int,
+                 two_pass: bool = False) -> None:
         bm, bn, bk = blocks
         d = DT[name]
-        self.fn = gemm(d, bm, bn, bk, isa)
+        self.fn = gemm(d, bm, bn, bk, isa, two_pass)
         rng = np.random.default_rng(0)
         self.a = torch.from_numpy(rng.standard_normal((n, n), np.float32)).to(TORCH[name])
         self.b = torch.from_numpy(rng.standard_normal((n, n), np.float32)).to(TORCH[name])
@@ -124,6 +130,7 @@ def main() -> None:
     ap.add_argument("--isa", default=None, help="amx | avx512 | generic (default: the host's best)")
     ap.add_argument("--align", type=int, default=64, help="on-chip buffer alignment (32: split cache lines)")
     ap.add_argument("--sweep", action="store_true", help="also time other block sizes that fit L0A/L0B/L0C")
+    ap.add_argument("--two-pass", action="store_true", help="stage through L1 (ND->NZ, then L1 -> L0)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     n = args.n
@@ -131,7 +138,7 @@ def main() -> None:
     print(f"host: {jit.host_fingerprint().split('|')[0]}, mmad path: {args.isa or cube.host_isa()}, "
           f"torch {torch.__version__} on 1 thread, {n}^3, min of {args.reps}")
     for name in args.dtypes.split(","):
-        case = Case(name, n, blocks, args.isa, args.align)  # type: ignore[arg-type]
+        case = Case(name, n, blocks, args.isa, args.align, args.two_pass)  # type: ignore[arg-type]
         err = case.error()
         a32, b32 = case.a.float(), case.b.float()
         t_ref32 = lambda: torch.matmul(a32, b32)  # noqa: E731
@@ -162,7 +169,7 @@ def sweep(name: str, n: int, args: argparse.Namespace) -> None:
                        (64, 256, 64), (256, 64, 64)]:
         if bm * bk * es > L0A or bk * bn * es > L0B or bm * bn * 4 > L0C:
             continue
-        case = Case(name, n, (bm, bn, bk), args.isa, args.align)
+        case = Case(name, n, (bm, bn, bk), args.isa, args.align, args.two_pass)
         t = min(best_of(case, 1) for _ in range(args.reps))
         print(f"      {name:5s} {bm}x{bn}x{bk}: {gflops(n, t):7.1f} GFLOP/s")
 

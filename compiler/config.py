@@ -25,6 +25,8 @@ class Config:
     debug: bool = _flag("VINCI_DEBUG")
     #: hardware config name or path (default: ascend910b1)
     hw: str = os.environ.get("VINCI_CONFIG", "ascend910b1")
+    #: Mmad code path: amx | avx512 | generic (default: the best the host has)
+    cube_isa: str = os.environ.get("VINCI_CUBE_ISA", "")
 
 
 CONFIG = Config()

@@ -396,16 +396,27 @@ def gen_l1_to_l0b(g: Gen, dst: str, src: str, k: str, n: str, k_pad: str, n_pad:
 
 
 # ------------------------------------------------------------------ Mmad
+ISAS = ("generic", "avx512", "amx")  # each needs the host features of the ones before it
+
+
 def host_isa() -> str:
-    """The best Mmad path for this host: "amx", "avx512" or "generic"."""
+    """The Mmad path kernels compile for: the best this host has ("amx", "avx512" or "generic"),
+    or a lesser one asked for with VINCI_CUBE_ISA (to measure what a host without AMX would see)."""
     from compiler import jit
+    from compiler.config import CONFIG
 
     feats = set(jit.host_fingerprint().split("|")[1].split(","))
-    if {"+amx-tile", "+amx-bf16", "+avx512bf16", "+avx512vnni"} <= feats:
-        return "amx"
+    best = "generic"
     if {"+avx512f", "+avx512bf16", "+avx512vnni"} <= feats:
-        return "avx512"
-    return "generic"
+        best = "avx512"
+        if {"+amx-tile", "+amx-bf16"} <= feats:
+            best = "amx"
+    want = CONFIG.cube_isa or best
+    if want not in ISAS:
+        raise ValueError(f"VINCI_CUBE_ISA={want!r}: expected one of {', '.join(ISAS)}")
+    if ISAS.index(want) > ISAS.index(best):
+        raise ValueError(f"VINCI_CUBE_ISA={want!r}: this host's best Mmad path is {best!r}")
+    return want
 
 
 def gen_mmad(g: Gen, c: str, a: str, b: str, m: str, n: str, k: str, m_pad: str, k_pad: str, n_pad: str,

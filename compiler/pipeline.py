@@ -72,8 +72,10 @@ def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: di
 
 def cache_key(source: str, spec: tuple, options: dict, cfg) -> str:  # type: ignore[no-untyped-def]
     h = hashlib.sha256()
+    from compiler.cube import host_isa
+
     for part in (source, repr(spec), repr(sorted(options.items())), cfg.fingerprint(), jit.source_hash(),
-                 jit.host_fingerprint()):
+                 jit.host_fingerprint(), host_isa()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

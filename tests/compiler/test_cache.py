@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from compiler import jit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,3 +114,20 @@ def test_key_covers_compiler_host_and_config() -> None:
     d = cache_key("src2", ("spec",), {}, load_config("ascend910b1"))
     assert len({a, b, c, d}) == 4
     assert "llvmlite" in jit.host_fingerprint()
+
+
+def test_key_covers_the_mmad_path(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from compiler import cube
+    from compiler.config import CONFIG
+    from compiler.pipeline import cache_key
+    from simulator.config import load_config
+
+    cfg = load_config("ascend910b1")
+    best, best_isa = cache_key("src", ("spec",), {}, cfg), cube.host_isa()
+    monkeypatch.setattr(CONFIG, "cube_isa", "generic")
+    assert cube.host_isa() == "generic"
+    if best_isa != "generic":
+        assert cache_key("src", ("spec",), {}, cfg) != best
+    monkeypatch.setattr(CONFIG, "cube_isa", "sse2")
+    with pytest.raises(ValueError, match="expected one of generic, avx512, amx"):
+        cube.host_isa()

@@ -117,3 +117,23 @@ def test_forwarding_stops_at_anything_but_copies_flags_and_checks(source) -> Non
     c = torch.empty(16, 16)
     m.k[1](a, b, c)
     assert torch.equal(c, a.float() @ b.float())
+
+
+def test_a_lesser_mmad_path_computes_the_same(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """VINCI_CUBE_ISA=generic (read at start-up): the plain-FMA path, under its own cache key."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import sys, torch; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/examples/kernels']\n"
+        "from compiler import cube; from matmul import matmul\n"
+        "a = torch.randint(-3, 4, (40, 72)).to(torch.bfloat16); b = torch.randint(-3, 4, (72, 33)).to(torch.bfloat16)\n"
+        "c = torch.empty(40, 33); matmul[4](a, b, c, BM=32, BN=32, BK=32)\n"
+        "print(cube.host_isa(), torch.equal(c, a.float() @ b.float()))\n")
+    env = {**os.environ, "VINCI_CUBE_ISA": "generic", "VINCI_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code, str(root)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["generic", "True"]

@@ -69,6 +69,31 @@ def test_linear_with_bias_epilogue(dtype: torch.dtype) -> None:
                                atol=2e-2 if dtype == torch.float16 else 1e-4, rtol=1e-3)
 
 
+GELU_EPILOGUE = """
+@dsl.kernel
+def mm_gelu(a: GM, b: GM, bias: GM, c: GM, BM: Const[int] = 64, BN: Const[int] = 64, BK: Const[int] = 32):
+    for m, n in dsl.tiles2d((a.shape[0], b.shape[1]), (BM, BN)):
+        acc = dsl.zeros((BM, BN), f32)
+        for k in dsl.range(0, a.shape[1], BK):
+            acc += a[m, k] @ b[k, n]
+        c[m, n] = dsl.cast(dsl.gelu(acc + dsl.cast(bias[n], f32)), c.dtype)
+"""
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_bias_gelu_epilogue_runs_on_the_vector_unit(source, dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
+    """An epilogue FIX cannot do (bias add, gelu) leaves L0C for UB on FIX and runs on V."""
+    k = source(GELU_EPILOGUE).mm_gelu
+    a, b, bias = torch.randn(100, 70).to(dtype), torch.randn(70, 90).to(dtype), torch.randn(90).to(dtype)
+    c = torch.empty(100, 90, dtype=dtype)
+    k[8](a, b, bias, c)
+    want = torch.nn.functional.gelu(a.double() @ b.double() + bias.double())
+    tol = 1e-4 if dtype == torch.float32 else 2e-3  # f16: one rounding of the result
+    torch.testing.assert_close(c.double(), want, atol=tol * 10, rtol=tol)
+    core = k.emit("core", a, b, bias, c)
+    assert "COPY_L0C_UB" in core and "COPY_L0C_GM" not in core
+
+
 def test_matmul_and_linear_backward() -> None:
     a = torch.randn(45, 60, requires_grad=True)
     b = torch.randn(60, 38, requires_grad=True)

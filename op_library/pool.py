@@ -1,21 +1,33 @@
 """2-D pooling on the vector unit: max_pool2d / avg_pool2d (NCHW), forward and backward.
 
 Dataflow. The input is viewed as B = N*C planes (B, H, W).
-1. `pad_kernel` copies the planes into a padded GM buffer (B, H + 2PH, W + 2PW) filled with
-   -inf (max) or 0 (avg): a scalar fill stored row by row (V dup in UB, MTE3 store), then the
-   rows of x moved GM -> UB (MTE2) -> GM (MTE3) into the interior. Every later window is then
-   in bounds, so the pooling kernels have no padding logic.
+1. `pad_kernel` copies the planes into a padded GM buffer (B, HP, WP) filled with -inf (max) or
+   0 (avg): a scalar fill stored row by row (V dup in UB, MTE3 store), then the rows of x moved
+   GM -> UB (MTE2) -> GM (MTE3) into the interior at (PH, PW). HP = max(H + 2PH, (OH-1)*SH +
+   DH*(KH-1) + 1) and likewise WP: with ceil_mode the last window may overhang the padded input
+   on the bottom/right, and the buffer is then larger there (extra fill). Every later window is
+   then in bounds, so the pooling kernels have no padding logic; the unpadded width W (for the
+   argmax indices) is passed to `max_pool_kernel` and `pool_backward_kernel` as a runtime scalar
+   (it cannot be derived from WP).
 2. The forward kernels deal (plane, output row) pairs over the cores (`dsl.tiles2d`). For an
    output row oh and a kernel tap (kh, kw) the inputs feeding the OW outputs are one stepped
    row window `xp[p, oh*SH + kh*DH, kw*DW : kw*DW + (OW-1)*SW + 1 : SW]` (a strided gather on
    MTE2, GM -> UB). V keeps a running max (and, for max, a running argmax built with
-   `dsl.where` from an index row `iota * SW + base`) or a running f32 sum; MTE3 stores the row.
+   `dsl.where` from an index row `iota * SW + base`) or a running f32 sum (taps in row-major
+   order, as torch sums); MTE3 stores the row.
    Indices follow torch: ih * W + iw in the unpadded plane (int32 in the kernel, returned int64).
+   Avg divides the sum by torch's divisor, which is separable: divisor(oh, ow) = rh[oh] * cw[ow]
+   with two small f32 tensors computed on the host from index arithmetic (`_avg_divisors`:
+   the window clipped to the padded input (count_include_pad) or to the input
+   (count_include_pad=False), or rh = divisor_override, cw = 1). The kernel loads cw once per
+   core and rh[oh:oh+1] (a (1,) tile broadcast over the row) per output row.
 3. The backward kernels own whole planes (`dsl.tiles(B, 1)`: one core per plane, so the
    read-modify-write below is race-free). Each core zeroes its plane of an f32 padded gradient
-   buffer, then for every output row and tap loads the strided window of that buffer (MTE2
-   gather), adds the routed gradient (max: `where(index == tap's index, gy, 0)`; avg: gy / K)
-   on V and stores it back with a strided scatter (MTE3). `crop_kernel` finally copies the
+   buffer (the same (HP, WP) as the forward), then for every output row and tap loads the
+   strided window of that buffer (MTE2 gather), adds the routed gradient (max:
+   `where(index == tap's index, gy, 0)`; avg: gy / (rh[oh] * cw)) on V and stores it back with a
+   strided scatter (MTE3). Taps in the padding may receive gradient (avg, or a max tap whose
+   padded-plane index aliases the argmax); it is discarded: `crop_kernel` finally copies the
    interior back into grad_x, casting to its dtype on V.
    Ordering: the compiler's sync pass does not order an MTE3 store to GM before an MTE2 load of
    the same GM bytes in a later iteration of the same loop, so the loops are arranged (taps
@@ -58,11 +70,11 @@ def crop_kernel(xp: GM, x: GM, PT: Const[int] = 0, PL: Const[int] = 0):
 
 
 @dsl.kernel
-def max_pool_kernel(xp: GM, y: GM, ind: GM, iota: GM, PH: Const[int] = 0, PW: Const[int] = 0,
+def max_pool_kernel(xp: GM, y: GM, ind: GM, iota: GM, W: int, PH: Const[int] = 0, PW: Const[int] = 0,
                     KH: Const[int] = 2, KW: Const[int] = 2, SH: Const[int] = 2, SW: Const[int] = 2,
                     DH: Const[int] = 1, DW: Const[int] = 1):
-    """y[b, oh, :] = max over taps of strided rows of the padded planes; ind = torch's flat index."""
-    W = xp.shape[2] - 2 * PW
+    """y[b, oh, :] = max over taps of strided rows of the padded planes; ind = torch's flat index
+    (W is the unpadded width)."""
     OW = y.shape[2]
     L = (OW - 1) * SW + 1
     io = iota[0:OW] * SW
@@ -83,11 +95,12 @@ def max_pool_kernel(xp: GM, y: GM, ind: GM, iota: GM, PH: Const[int] = 0, PW: Co
 
 
 @dsl.kernel
-def avg_pool_kernel(xp: GM, y: GM, KH: Const[int] = 2, KW: Const[int] = 2, SH: Const[int] = 2,
-                    SW: Const[int] = 2):
-    """y[b, oh, :] = (sum over taps of strided rows of the zero-padded planes) / (KH * KW), in f32."""
+def avg_pool_kernel(xp: GM, y: GM, rh: GM, cw: GM, KH: Const[int] = 2, KW: Const[int] = 2,
+                    SH: Const[int] = 2, SW: Const[int] = 2):
+    """y[b, oh, :] = (sum over taps of strided rows of the zero-padded planes, in f32) / (rh[oh] * cw)."""
     OW = y.shape[2]
     L = (OW - 1) * SW + 1
+    cwt = cw[0:OW]
     for b, r in dsl.tiles2d((y.shape[0], y.shape[1]), (1, 1)):
         p = b.start
         oh = r.start
@@ -95,18 +108,20 @@ def avg_pool_kernel(xp: GM, y: GM, KH: Const[int] = 2, KW: Const[int] = 2, SH: C
         for kk in dsl.range(1, KH * KW):
             a = (kk % KW)
             s = s + dsl.cast(xp[p, oh * SH + kk // KW, a:a + L:SW], f32)
-        y[p, oh, :] = dsl.cast(s * (1.0 / (KH * KW)), y.dtype)
+        y[p, oh, :] = dsl.cast(s / (rh[oh:oh + 1] * cwt), y.dtype)
 
 
 @dsl.kernel
-def pool_backward_kernel(gy: GM, ind: GM, gxp: GM, iota: GM, MODE: Const[str] = "max",
-                         PH: Const[int] = 0, PW: Const[int] = 0, KH: Const[int] = 2, KW: Const[int] = 2,
-                         SH: Const[int] = 2, SW: Const[int] = 2, DH: Const[int] = 1, DW: Const[int] = 1):
-    """gxp (f32, padded) = scatter-add of gy over the taps; one core owns each plane (RMW on GM)."""
-    W = gxp.shape[2] - 2 * PW
+def pool_backward_kernel(gy: GM, ind: GM, gxp: GM, iota: GM, rh: GM, cw: GM, W: int,
+                         MODE: Const[str] = "max", PH: Const[int] = 0, PW: Const[int] = 0,
+                         KH: Const[int] = 2, KW: Const[int] = 2, SH: Const[int] = 2, SW: Const[int] = 2,
+                         DH: Const[int] = 1, DW: Const[int] = 1):
+    """gxp (f32, padded) = scatter-add of gy over the taps; one core owns each plane (RMW on GM).
+    max: routed by ind (W is the unpadded width); avg: gy / (rh[oh] * cw)."""
     OW = gy.shape[2]
     L = (OW - 1) * SW + 1
     io = iota[0:OW] * SW
+    cwt = cw[0:OW]
     for b in dsl.tiles(gy.shape[0], 1):
         p = b.start
         for h in dsl.range(gxp.shape[1]):
@@ -123,7 +138,7 @@ def pool_backward_kernel(gy: GM, ind: GM, gxp: GM, iota: GM, MODE: Const[str] = 
                     hit = ind[p, oh, :] == io + ((row - PH) * W + a - PW)
                     gxp[p, row, a:a + L:SW] = cur + dsl.where(hit, g, 0.0)
                 else:
-                    gxp[p, row, a:a + L:SW] = cur + g * (1.0 / (KH * KW))
+                    gxp[p, row, a:a + L:SW] = cur + g / (rh[oh:oh + 1] * cwt)
 
 
 def _torch() -> Any:
@@ -136,21 +151,59 @@ def _iota(n: int) -> Any:
     return _torch().arange(max(n, 1), dtype=_torch().int32)
 
 
-def _out_size(n: int, k: int, s: int, p: int, d: int) -> int:
-    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+def _out_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool = False) -> int:
+    """torch's pooling output size (pooling_output_shape)."""
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
 
 
-def pad_planes(x3: Any, ph: int, pw: int, fill: float, dtype: Any = None) -> Any:
-    """A (B, H + 2ph, W + 2pw) copy of the planes x3 (B, H, W), the border set to fill."""
+def _padded_size(n: int, k: int, s: int, p: int, d: int, out: int) -> int:
+    """Rows (or columns) of the padded buffer: the padded input, grown so the last window fits."""
+    return max(n + 2 * p, (out - 1) * s + d * (k - 1) + 1)
+
+
+def _avg_divisors(n: int, k: int, s: int, p: int, out: int, count_include_pad: bool) -> Any:
+    """torch's avg-pool divisor factor along one axis, per output index (f32, index arithmetic only)."""
+    f = []
+    for o in range(max(out, 1)):
+        start = o * s - p
+        end = min(start + k, n + p)
+        if count_include_pad:
+            f.append(end - start)
+        else:
+            f.append(max(min(end, n) - max(start, 0), 1))   # never 0 (an empty window sums to 0)
+    return _torch().tensor(f, dtype=_torch().float32)
+
+
+def _avg_factors(H: int, W: int, k: tuple[int, int], s: tuple[int, int], p: tuple[int, int], OH: int, OW: int,
+                 count_include_pad: bool, divisor_override: Any) -> tuple[Any, Any]:
+    """(rh (OH,), cw (OW,)) with divisor(oh, ow) = rh[oh] * cw[ow], as torch's avg_pool2d divides."""
+    torch = _torch()
+    if divisor_override is not None:
+        if int(divisor_override) == 0:
+            raise ValueError("divisor_override must be non-zero")
+        return (torch.full((max(OH, 1),), float(int(divisor_override)), dtype=torch.float32),
+                torch.ones((max(OW, 1),), dtype=torch.float32))
+    return (_avg_divisors(H, k[0], s[0], p[0], OH, count_include_pad),
+            _avg_divisors(W, k[1], s[1], p[1], OW, count_include_pad))
+
+
+def pad_planes(x3: Any, ph: int, pw: int, fill: float, dtype: Any = None, size: Any = None) -> Any:
+    """A (B, H + 2ph, W + 2pw) copy of the planes x3 (B, H, W), the border set to fill. size=(HP, WP)
+    makes the buffer larger on the bottom/right (x still at (ph, pw), the rest fill)."""
     torch = _torch()
     B, H, W = x3.shape
-    xp = torch.empty((B, H + 2 * ph, W + 2 * pw), dtype=dtype or x3.dtype)
+    HP, WP = size if size is not None else (H + 2 * ph, W + 2 * pw)
+    xp = torch.empty((B, HP, WP), dtype=dtype or x3.dtype)
     pad_kernel(x3, xp, float(fill), PT=ph, PL=pw)
     return xp
 
 
 def crop_planes(xp: Any, ph: int, pw: int, shape: tuple[int, int, int], dtype: Any) -> Any:
-    """The interior (B, H, W) of the padded planes xp, cast to dtype."""
+    """The interior (B, H, W) of the padded planes xp (at rows ph.., columns pw..), cast to dtype."""
     out = _torch().empty(shape, dtype=dtype)
     crop_kernel(xp, out, PT=ph, PL=pw)
     return out
@@ -162,55 +215,77 @@ def _params(kernel_size: Any, stride: Any, padding: Any, dilation: Any = 1):
     return k, s, _pair(padding), _pair(dilation)
 
 
-def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> tuple[Any, Any]:
-    """torch.nn.functional.max_pool2d(x, ..., return_indices=True) for NCHW x (f32/f16/bf16):
-    returns (y, indices) with int64 indices into each H*W plane, as torch does."""
+def _check_out(grad_y: Any, OH: int, OW: int) -> None:
+    if (grad_y.shape[2], grad_y.shape[3]) != (OH, OW):
+        raise ValueError(f"grad_y has spatial shape {tuple(grad_y.shape[2:])}, the forward gives {(OH, OW)} "
+                         "(check ceil_mode)")
+
+
+def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False) -> tuple[Any, Any]:
+    """torch.nn.functional.max_pool2d(x, ..., ceil_mode=ceil_mode, return_indices=True) for NCHW x
+    (f32/f16/bf16): returns (y, indices) with int64 indices into each H*W plane, as torch does."""
     torch = _torch()
     (KH, KW), (SH, SW), (PH, PW), (DH, DW) = _params(kernel_size, stride, padding, dilation)
     N, C, H, W = x.shape
-    OH, OW = _out_size(H, KH, SH, PH, DH), _out_size(W, KW, SW, PW, DW)
-    xp = pad_planes(x.contiguous().reshape(N * C, H, W), PH, PW, float("-inf"))
+    OH, OW = _out_size(H, KH, SH, PH, DH, ceil_mode), _out_size(W, KW, SW, PW, DW, ceil_mode)
+    HP, WP = _padded_size(H, KH, SH, PH, DH, OH), _padded_size(W, KW, SW, PW, DW, OW)
+    xp = pad_planes(x.contiguous().reshape(N * C, H, W), PH, PW, float("-inf"), size=(HP, WP))
     y = torch.empty((N * C, OH, OW), dtype=x.dtype)
     ind = torch.empty((N * C, OH, OW), dtype=torch.int32)
-    max_pool_kernel(xp, y, ind, _iota(OW), PH=PH, PW=PW, KH=KH, KW=KW, SH=SH, SW=SW, DH=DH, DW=DW)
+    max_pool_kernel(xp, y, ind, _iota(OW), W, PH=PH, PW=PW, KH=KH, KW=KW, SH=SH, SW=SW, DH=DH, DW=DW)
     return y.reshape(N, C, OH, OW), ind.reshape(N, C, OH, OW).to(torch.int64)
 
 
 def max_pool2d_backward(grad_y: Any, x_shape: Any, indices: Any, kernel_size: Any, stride: Any = None,
-                        padding: Any = 0, dilation: Any = 1, dtype: Any = None) -> Any:
-    """Gradient of max_pool2d w.r.t. x: grad_y routed to the argmax positions (indices from the forward)."""
+                        padding: Any = 0, dilation: Any = 1, dtype: Any = None, ceil_mode: bool = False) -> Any:
+    """Gradient of max_pool2d w.r.t. x: grad_y routed to the argmax positions (indices from the forward,
+    which was run with the same ceil_mode)."""
     torch = _torch()
     (KH, KW), (SH, SW), (PH, PW), (DH, DW) = _params(kernel_size, stride, padding, dilation)
     N, C, H, W = x_shape
-    OH, OW = grad_y.shape[2], grad_y.shape[3]
+    OH, OW = _out_size(H, KH, SH, PH, DH, ceil_mode), _out_size(W, KW, SW, PW, DW, ceil_mode)
+    _check_out(grad_y, OH, OW)
+    HP, WP = _padded_size(H, KH, SH, PH, DH, OH), _padded_size(W, KW, SW, PW, DW, OW)
     gy = grad_y.contiguous().reshape(N * C, OH, OW)
     ind = indices.to(torch.int32).contiguous().reshape(N * C, OH, OW)
-    gxp = torch.empty((N * C, H + 2 * PH, W + 2 * PW), dtype=torch.float32)
-    pool_backward_kernel(gy, ind, gxp, _iota(OW), MODE="max", PH=PH, PW=PW, KH=KH, KW=KW, SH=SH, SW=SW,
-                         DH=DH, DW=DW)
+    gxp = torch.empty((N * C, HP, WP), dtype=torch.float32)
+    rh, cw = _avg_factors(H, W, (KH, KW), (SH, SW), (PH, PW), OH, OW, True, 1)   # unused by MODE="max"
+    pool_backward_kernel(gy, ind, gxp, _iota(OW), rh, cw, W, MODE="max", PH=PH, PW=PW, KH=KH, KW=KW,
+                         SH=SH, SW=SW, DH=DH, DW=DW)
     return crop_planes(gxp, PH, PW, (N * C, H, W), dtype or grad_y.dtype).reshape(N, C, H, W)
 
 
-def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Any:
-    """torch.nn.functional.avg_pool2d (count_include_pad=True, ceil_mode=False) for NCHW x."""
+def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: Any = None) -> Any:
+    """torch.nn.functional.avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+    divisor_override) for NCHW x (f32/f16/bf16; f32 sums, divided by torch's divisor)."""
     torch = _torch()
     (KH, KW), (SH, SW), (PH, PW), _ = _params(kernel_size, stride, padding)
     N, C, H, W = x.shape
-    OH, OW = _out_size(H, KH, SH, PH, 1), _out_size(W, KW, SW, PW, 1)
-    xp = pad_planes(x.contiguous().reshape(N * C, H, W), PH, PW, 0.0)
+    OH, OW = _out_size(H, KH, SH, PH, 1, ceil_mode), _out_size(W, KW, SW, PW, 1, ceil_mode)
+    HP, WP = _padded_size(H, KH, SH, PH, 1, OH), _padded_size(W, KW, SW, PW, 1, OW)
+    rh, cw = _avg_factors(H, W, (KH, KW), (SH, SW), (PH, PW), OH, OW, count_include_pad, divisor_override)
+    xp = pad_planes(x.contiguous().reshape(N * C, H, W), PH, PW, 0.0, size=(HP, WP))
     y = torch.empty((N * C, OH, OW), dtype=x.dtype)
-    avg_pool_kernel(xp, y, KH=KH, KW=KW, SH=SH, SW=SW)
+    avg_pool_kernel(xp, y, rh, cw, KH=KH, KW=KW, SH=SH, SW=SW)
     return y.reshape(N, C, OH, OW)
 
 
 def avg_pool2d_backward(grad_y: Any, x_shape: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
-                        dtype: Any = None) -> Any:
-    """Gradient of avg_pool2d (count_include_pad=True) w.r.t. x: grad_y / (KH*KW) spread over each window."""
+                        dtype: Any = None, ceil_mode: bool = False, count_include_pad: bool = True,
+                        divisor_override: Any = None) -> Any:
+    """Gradient of avg_pool2d w.r.t. x: grad_y / divisor spread over each window (the divisor as in
+    the forward with the same ceil_mode, count_include_pad, divisor_override)."""
     torch = _torch()
     (KH, KW), (SH, SW), (PH, PW), _ = _params(kernel_size, stride, padding)
     N, C, H, W = x_shape
-    OH, OW = grad_y.shape[2], grad_y.shape[3]
+    OH, OW = _out_size(H, KH, SH, PH, 1, ceil_mode), _out_size(W, KW, SW, PW, 1, ceil_mode)
+    _check_out(grad_y, OH, OW)
+    HP, WP = _padded_size(H, KH, SH, PH, 1, OH), _padded_size(W, KW, SW, PW, 1, OW)
+    rh, cw = _avg_factors(H, W, (KH, KW), (SH, SW), (PH, PW), OH, OW, count_include_pad, divisor_override)
     gy = grad_y.contiguous().reshape(N * C, OH, OW)
-    gxp = torch.empty((N * C, H + 2 * PH, W + 2 * PW), dtype=torch.float32)
-    pool_backward_kernel(gy, _iota(1), gxp, _iota(OW), MODE="avg", PH=PH, PW=PW, KH=KH, KW=KW, SH=SH, SW=SW)
+    gxp = torch.empty((N * C, HP, WP), dtype=torch.float32)
+    pool_backward_kernel(gy, _iota(1), gxp, _iota(OW), rh, cw, W, MODE="avg", PH=PH, PW=PW, KH=KH, KW=KW,
+                         SH=SH, SW=SW)
     return crop_planes(gxp, PH, PW, (N * C, H, W), dtype or grad_y.dtype).reshape(N, C, H, W)

@@ -132,3 +132,84 @@ def test_pool_half(dtype: torch.dtype) -> None:
     xr = x.float().requires_grad_()
     F.max_pool2d(xr, 3, 2, 1).backward(gy.float())
     torch.testing.assert_close(gx.float(), xr.grad.to(dtype).float(), atol=1e-2, rtol=1e-2)
+
+
+# (H, W, kernel, stride, padding, dilation): shapes where ceil_mode adds an output row/column whose
+# window overhangs the padded input on the bottom/right (10/8 with k=3, s=2; 7 with k=3, s=3; k=2,
+# s=2 on odd sizes), one where torch's "last window must start inside the input or left padding"
+# rule drops it again (5 with k=2, s=2, p=1), dilated ones and non-square ones (different H and W,
+# kernel, stride, padding)
+CEIL_CASES = [
+    (10, 8, 3, 2, 0, 1),
+    (7, 7, 3, 3, 0, 1),
+    (10, 10, 3, 2, 1, 1),
+    (9, 9, 2, 2, 0, 1),
+    (5, 6, 2, 2, 1, 1),
+    (10, 10, 3, 2, 1, 2),
+    (10, 7, (3, 2), (2, 3), (1, 0), 1),
+    (9, 6, (2, 3), (3, 2), (0, 1), (2, 1)),
+]
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("case", CEIL_CASES)
+def test_max_pool2d_ceil_mode(case: tuple, ceil_mode: bool) -> None:
+    H, W, k, s, p, d = case
+    x = torch.randn(2, 3, H, W, requires_grad=True)
+    want, want_ind = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil_mode, return_indices=True)
+    gy = torch.randn_like(want)
+    want.backward(gy)
+    y, ind = max_pool2d(x.detach(), k, s, p, d, ceil_mode=ceil_mode)
+    assert torch.equal(y, want.detach())
+    assert torch.equal(ind, want_ind)
+    _close(max_pool2d_backward(gy, x.shape, ind, k, s, p, d, ceil_mode=ceil_mode), x.grad)
+
+
+# (count_include_pad, divisor_override)
+AVG_OPTIONS = [(True, None), (False, None), (True, 3), (False, 5)]
+
+
+@pytest.mark.parametrize("options", AVG_OPTIONS)
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("case", [c for c in CEIL_CASES if c[5] == 1])
+def test_avg_pool2d_options(case: tuple, ceil_mode: bool, options: tuple) -> None:
+    H, W, k, s, p, _ = case
+    count_include_pad, divisor_override = options
+    kw = dict(ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=divisor_override)
+    x = torch.randn(2, 3, H, W, requires_grad=True)
+    want = F.avg_pool2d(x, k, s, p, **kw)
+    gy = torch.randn_like(want)
+    want.backward(gy)
+    _close(avg_pool2d(x.detach(), k, s, p, **kw), want.detach())
+    _close(avg_pool2d_backward(gy, x.shape, k, s, p, **kw), x.grad)
+
+
+def test_pool_ceil_mode_changes_shape() -> None:
+    """The ceil cases above really differ from floor (and the drop rule fires on 5x6, k=2, s=2, p=1)."""
+    x = torch.randn(1, 1, 10, 8)
+    assert max_pool2d(x, 3, 2, 0, ceil_mode=True)[0].shape[2:] == (5, 4)
+    assert max_pool2d(x, 3, 2, 0)[0].shape[2:] == (4, 3)
+    assert avg_pool2d(x, 3, 2, 0, ceil_mode=True).shape[2:] == (5, 4)
+    assert avg_pool2d(torch.randn(1, 1, 5, 6), 2, 2, 1, ceil_mode=True).shape[2:] == (3, 4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_pool_half_ceil_mode(dtype: torch.dtype) -> None:
+    x = torch.randn(2, 3, 10, 7).to(dtype)
+    y, ind = max_pool2d(x, 3, 2, 1, ceil_mode=True)
+    want, want_ind = F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True)
+    assert torch.equal(y, want) and torch.equal(ind, want_ind)
+    gy = torch.randn_like(want)
+    xr = x.float().requires_grad_()
+    F.max_pool2d(xr, 3, 2, 1, ceil_mode=True).backward(gy.float())
+    gx = max_pool2d_backward(gy, x.shape, ind, 3, 2, 1, ceil_mode=True)
+    torch.testing.assert_close(gx.float(), xr.grad.to(dtype).float(), atol=1e-2, rtol=1e-2)
+    kw = dict(ceil_mode=True, count_include_pad=False)
+    ya = avg_pool2d(x, 3, 2, 1, **kw)
+    torch.testing.assert_close(ya.float(), F.avg_pool2d(x, 3, 2, 1, **kw).float(), atol=1e-3, rtol=1e-2)
+    gya = torch.randn_like(ya)
+    xr = x.float().requires_grad_()
+    F.avg_pool2d(xr, 3, 2, 1, **kw).backward(gya.float())
+    gxa = avg_pool2d_backward(gya, x.shape, 3, 2, 1, **kw)
+    assert gxa.dtype == dtype
+    torch.testing.assert_close(gxa.float(), xr.grad.to(dtype).float(), atol=1e-2, rtol=1e-2)

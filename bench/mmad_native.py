@@ -2,7 +2,7 @@
 
 For each BM x BN output block, for each BK step of k: the A block (BM x BK) and the B block
 (BK x BN) GM -> L0A / L0B in one pass each (as compiled kernels do when the L1 staging buffer
-has no other reader: compiler.codegen.forwarding; `--two-pass`: ND->NZ into L1, then L1 -> L0),
+has no other reader: compiler.codegen_cube.forwarding; `--two-pass`: ND->NZ into L1, then L1 -> L0),
 Mmad (init on the first step); then Fixpipe of the block to the output. Extents are run-time values and capacities constants, as in a
 compiled kernel. Prints GFLOP/s and ratios (torch / ours: 1.0 means as fast as torch); asserts
 nothing. Timings are the minimum of interleaved repeats (the host's cores are shared).

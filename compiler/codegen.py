@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compiler import sexpr as S
-from compiler.codegen_elem import compute_ty, elem_op, ety, ffloat, load_elem, scalar_as, store_elem
+from compiler.codegen_cube import forwarding, gen_cube_mmad, gen_cube_move
+from compiler.codegen_elem import elem_op, ety, ffloat, gen_reduce, i64_of, load_elem, scalar_as, store_elem
 from compiler.ir import (
     Barrier,
     Buf,
@@ -29,13 +30,12 @@ from compiler.ir import (
     Stmt,
     Store,
     VOp,
-    accesses,
 )
 from compiler.passes.place import fractal_pad
 from compiler.sexpr import F64, I64, SExpr
 from dsl.types import DType, Mem, f32
 from simulator import abi
-from simulator.isa import INFO, CubeType, Instr, Pipe
+from simulator.isa import INFO, Instr, Pipe
 
 LL = {"i64": "i64", "f64": "double"}
 
@@ -328,7 +328,7 @@ def gen_stmt(g: Gen, s: Stmt) -> None:
             g.br(done)
         g.block(done)
     elif isinstance(s, Check):
-        g.guard(g.truth(s.cond), s.code, s.message, [_i64(g, v) for v in s.values], s.hint, s.loc)
+        g.guard(g.truth(s.cond), s.code, s.message, [i64_of(g, v) for v in s.values], s.hint, s.loc)
     elif isinstance(s, Flag):
         pipe = s.dst if s.wait else s.src
         other = s.src if s.wait else s.dst
@@ -349,11 +349,6 @@ def gen_stmt(g: Gen, s: Stmt) -> None:
         gen_cube_mmad(g, s)
     else:  # pragma: no cover
         raise AssertionError(f"codegen: {type(s).__name__}")
-
-
-def _i64(g: Gen, e: SExpr) -> str:
-    v = g.sval(e)
-    return g.op(f"fptosi double {v} to i64") if e.ty == F64 else v
 
 
 def _invalidate(g: Gen, name: str) -> None:
@@ -408,12 +403,12 @@ def gen_for(g: Gen, s: For) -> None:
 def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -> None:  # type: ignore[no-untyped-def]
     """GM <-> on-chip window copy, bounds-checked before any byte moves."""
     es = ref.dtype.itemsize
-    off, rows, cols, stride, numel = (_i64(g, e) for e in (ref.offset, ref.rows, ref.cols, ref.stride, ref.numel))
+    off, rows, cols, stride, numel = (i64_of(g, e) for e in (ref.offset, ref.rows, ref.cols, ref.stride, ref.numel))
     # safety: the window stays inside the tensor, and inside the buffer's capacity
     nz = g.op(f"and i1 {g.op(f'icmp sgt i64 {rows}, 0')}, {g.op(f'icmp sgt i64 {cols}, 0')}")
     rm1 = g.op(f"sub i64 {rows}, 1")
     span = g.op(f"mul i64 {rm1}, {stride}")
-    step = _i64(g, ref.step) if ref.step is not None else None
+    step = i64_of(g, ref.step) if ref.step is not None else None
     if step is None:
         last = g.op(f"add i64 {g.op(f'add i64 {off}, {span}')}, {cols}")
     else:  # a stepped window: the last element is (cols - 1) steps into the last row
@@ -425,7 +420,7 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -
     verb = "read" if is_load else "write"
     g.guard(ok, "E404", f"DMA would {verb} elements [%d, %d) of '{ref.name}' ({ref.dtype}), which has %d elements",
             [off, last, numel], "the window is outside the tensor: check the shapes and the tile indices", loc)
-    cap_r, cap_c = (_i64(g, e) for e in buf.cap)
+    cap_r, cap_c = (i64_of(g, e) for e in buf.cap)
     fits = g.op(f"and i1 {g.op(f'icmp sle i64 {rows}, {cap_r}')}, {g.op(f'icmp sle i64 {cols}, {cap_c}')}")
     g.guard(fits, "E301", f"a window of %d x %d elements does not fit buffer '{buf.name}' of %d x %d",
             [rows, cols, cap_r, cap_c], "the buffer is smaller than the window copied into it", loc)
@@ -441,11 +436,11 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -
 
         gp = g.op(f"getelementptr i8, ptr {g.gm_ptr(ref.arg)}, i64 {g.op(f'mul i64 {off}, {es}')}")
         bptr, _ = g.buf_ptr(buf)
-        rp, cp = (_i64(g, e) for e in fractal_pad(buf))
+        rp, cp = (i64_of(g, e) for e in fractal_pad(buf))
         mv = g.forward.get(buf.id) if is_load else None
         if mv is not None:  # GM -> L1 -> L0A/L0B forwarded: the L0 layout written straight from GM
             dp, _ = g.buf_ptr(mv.dst)
-            drp, dcp = (_i64(g, e) for e in fractal_pad(mv.dst))
+            drp, dcp = (i64_of(g, e) for e in fractal_pad(mv.dst))
             cube.gen_nd2l0(g, dp, gp, rows, cols, stride, drp, dcp, buf.dtype, mv.dst.mem == Mem.L0A)
         elif is_load:  # GM -> L1, ND -> NZ
             cube.gen_nd2nz(g, bptr, gp, rows, cols, stride, rp, cp, buf.dtype)
@@ -523,50 +518,6 @@ def copy_elems(g: Gen, dst: str, src: str, count: str, d: DType, ahead: str | No
 
 STREAM_BYTES = 1 << 25  # GM tensors this large are written with non-temporal stores
 
-CUBE_TYPE = {"f16": CubeType.F16, "bf16": CubeType.F16, "f32": CubeType.F32, "i8": CubeType.I8}
-
-
-def gen_cube_mmad(g: Gen, s: Mmad) -> None:
-    from compiler import cube
-
-    m, n, k = (_i64(g, e) for e in (s.m, s.n, s.k))
-    g.event(Instr.MMAD, Pipe.M, s.loc, m, n, k, int(CUBE_TYPE[s.a.dtype.name]))
-    c, _ = g.buf_ptr(s.dst)
-    a, _ = g.buf_ptr(s.a)
-    b, _ = g.buf_ptr(s.b)
-    m_pad = _i64(g, fractal_pad(s.dst)[0])
-    k_pad = _i64(g, fractal_pad(s.a)[1])
-    n_pad = _i64(g, fractal_pad(s.b)[1])
-    scratch = g.op(f"inttoptr i64 {g.ctx_load(abi.SCRATCH)} to ptr")
-    cube.gen_mmad(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, s.a.dtype, _i64(g, s.init), scratch)
-
-
-def gen_cube_move(g: Gen, s: Move) -> None:
-    """Moves that involve a cube memory: L1 -> L0A/L0B (MTE1), L0C -> UB (FIX)."""
-    from compiler import cube
-
-    d, src = s.dst, s.src
-    dp, ds = g.buf_ptr(d)
-    sp, _ = g.buf_ptr(src)
-    if src.mem == Mem.L0C:
-        rows, cols = _i64(g, src.ext[0]), _i64(g, src.ext[1])
-        g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {d.dtype.itemsize}"), rows, -1, 0, 0)  # type: ignore
-        fix = s.fix
-        cube.gen_fix(g, dp, sp, rows, cols, ds, _i64(g, fractal_pad(src)[0]), src.dtype, fix.dtype, fix.relu,  # type: ignore
-                     None if fix.scale is None else scalar_as(g, fix.scale, f32))  # type: ignore[union-attr]
-        return
-    rp, cp = (_i64(g, e) for e in fractal_pad(d))
-    nbytes = g.op(f"mul i64 {g.op(f'mul i64 {rp}, {cp}')}, {d.dtype.itemsize}")
-    g.event(s.instr, INFO[s.instr][1], s.loc, nbytes, 1, -1, 0, 0)  # type: ignore[index]
-    if g.forward.get(src.id) is s:
-        return  # the load that filled `src` already wrote `d` (forwarding)
-    r, c = _i64(g, d.ext[0]), _i64(g, d.ext[1])
-    if d.mem == Mem.L0A:
-        cube.gen_l1_to_l0a(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose)
-    else:
-        cube.gen_l1_to_l0b(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose)
-
-
 def strided_copy(g: Gen, ub: str, gm: str, count: str, step: str, d: DType, is_load: bool) -> None:
     """count elements between a UB row and GM elements `step` apart (gather on load, scatter on store)."""
     t = {1: "i8", 2: "i16", 4: "i32"}[d.itemsize]
@@ -587,14 +538,14 @@ def gen_move(g: Gen, s: Move) -> None:
         return
     d, src = s.dst, s.src
     es = d.dtype.itemsize
-    rows, cols = _i64(g, src.ext[0]), _i64(g, src.ext[1])
+    rows, cols = i64_of(g, src.ext[0]), i64_of(g, src.ext[1])
     g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {es}"), rows, -1, 0, 0)  # type: ignore[index]
     if d.mem == Mem.L1:  # UB (ND rows) -> L1 (NZ fractals), as the GM -> L1 DMA lays it out
         from compiler import cube
 
         dp, _ = g.buf_ptr(d)
         sp, ss = g.buf_ptr(src)
-        rp, cp = (_i64(g, e) for e in fractal_pad(d))
+        rp, cp = (i64_of(g, e) for e in fractal_pad(d))
         cube.gen_nd2nz(g, dp, sp, rows, cols, ss, rp, cp, d.dtype)
         return
     dp, ds = g.buf_ptr(d)
@@ -622,7 +573,7 @@ REDUCE = (Instr.VREDUCE_SUM, Instr.VREDUCE_MAX, Instr.VREDUCE_MIN)
 
 def gen_vop(g: Gen, s: VOp) -> None:
     d = s.dst
-    rows, cols = _i64(g, d.ext[0]), _i64(g, d.ext[1])
+    rows, cols = i64_of(g, d.ext[0]), i64_of(g, d.ext[1])
     if s.instr in REDUCE:
         gen_reduce(g, s)
         return
@@ -676,138 +627,6 @@ def gen_vop(g: Gen, s: VOp) -> None:
     g.loop(rows, row)
 
 
-def gen_reduce(g: Gen, s: VOp) -> None:
-    src = s.srcs[0]
-    assert isinstance(src, Buf)
-    d = s.dst
-    dt = src.dtype
-    ct = compute_ty(dt)
-    rows, cols = _i64(g, src.ext[0]), _i64(g, src.ext[1])
-    g.event(s.instr, Pipe.V, s.loc, g.op(f"mul i64 {rows}, {cols}"), dt.itemsize, rows)
-    sp, ss = g.buf_ptr(src)
-    dp, ds = g.buf_ptr(d)
-    fl = ct == "float"
-    if s.instr == Instr.VREDUCE_SUM:
-        init = "0.0" if fl else "0"
-    elif s.instr == Instr.VREDUCE_MAX:
-        init = "0xFFF0000000000000" if fl else str(-(1 << (int(ct[1:]) - 1)))
-    else:
-        init = "0x7FF0000000000000" if fl else str((1 << (int(ct[1:]) - 1)) - 1)
-
-    def combine(acc: str, x: str) -> str:
-        if s.instr == Instr.VREDUCE_SUM:
-            return g.op(f"fadd float {acc}, {x}") if fl else g.op(f"add {ct} {acc}, {x}")
-        name = ("maximum" if s.instr == Instr.VREDUCE_MAX else "minimum") if fl else \
-            ("smax" if s.instr == Instr.VREDUCE_MAX else "smin")
-        suffix = "f32" if fl else ct
-        g.intrinsic(f"declare {ct} @llvm.{name}.{suffix}({ct}, {ct})")
-        return g.op(f"call {ct} @llvm.{name}.{suffix}({ct} {acc}, {ct} {x})")
-
-    def elem(r: str, c: str) -> str:
-        rp = g.op(f"getelementptr {ety(dt)}, ptr {sp}, i64 {g.op(f'mul i64 {r}, {ss}')}")
-        return load_elem(g, dt, g.op(f"getelementptr {ety(dt)}, ptr {rp}, i64 {c}"))
-
-    accp = g.tmp()
-    g.allocas.append(f"{accp} = alloca {ct}, align 8")  # in the entry block: one slot, not one per iteration
-
-    def out_ptr(i: str) -> str:
-        # keepdims column (R, 1): row i; otherwise a row of values
-        if d.cap[1] == S.const(1) and d.cap[0] != S.const(1):
-            return g.op(f"getelementptr {ety(d.dtype)}, ptr {dp}, i64 {g.op(f'mul i64 {i}, {ds}')}")
-        return g.op(f"getelementptr {ety(d.dtype)}, ptr {dp}, i64 {i}")
-
-    def run(outer: str, inner_count: str, at) -> None:  # type: ignore[no-untyped-def]
-        g.emit(f"store {ct} {init}, ptr {accp}, align 8")
-
-        def inner(c: str) -> None:
-            a = g.op(f"load {ct}, ptr {accp}, align 8")
-            g.emit(f"store {ct} {combine(a, at(outer, c))}, ptr {accp}, align 8")
-
-        g.loop(inner_count, inner)
-
-    det = s.instr == Instr.VREDUCE_SUM and fl  # float sums: a fixed order, the same on every host
-
-    def row_sum(r: str) -> str:
-        rp = g.op(f"getelementptr {ety(dt)}, ptr {sp}, i64 {g.op(f'mul i64 {r}, {ss}')}")
-        return lane_sum(g, rp, cols, dt)
-
-    if s.arg == "rows":
-        def per_row(r: str) -> None:
-            if det:
-                store_elem(g, d.dtype, out_ptr(r), row_sum(r))
-                return
-            run(r, cols, lambda o, c: elem(o, c))
-            store_elem(g, d.dtype, out_ptr(r), g.op(f"load {ct}, ptr {accp}, align 8"))
-        g.loop(rows, per_row)
-    elif s.arg == "cols":  # one running value per column, rows in order
-        def per_col(c: str) -> None:
-            run(c, rows, lambda o, r: elem(r, o))
-            store_elem(g, d.dtype, out_ptr(c), g.op(f"load {ct}, ptr {accp}, align 8"))
-        g.loop(cols, per_col)
-    else:
-        g.emit(f"store {ct} {init}, ptr {accp}, align 8")
-
-        def per_row_all(r: str) -> None:
-            if det:  # each row's lane sum, added row by row
-                a = g.op(f"load {ct}, ptr {accp}, align 8")
-                g.emit(f"store {ct} {combine(a, row_sum(r))}, ptr {accp}, align 8")
-                return
-
-            def inner(c: str) -> None:
-                a = g.op(f"load {ct}, ptr {accp}, align 8")
-                g.emit(f"store {ct} {combine(a, elem(r, c))}, ptr {accp}, align 8")
-            g.loop(cols, inner)
-        g.loop(rows, per_row_all)
-        store_elem(g, d.dtype, out_ptr("0"), g.op(f"load {ct}, ptr {accp}, align 8"))
-
-
-def lane_sum(g: Gen, p: str, count: str, dt: DType) -> str:
-    """Sum of `count` elements at p in a fixed order: 16 f32 lanes (lane l adds elements l, l+16,
-    ... in turn, the tail through a masked load), then a fixed tree (l + l+8, l + l+4, ...).
-    Vectorised by construction and bit-reproducible on any host; the interpreter does the same."""
-    from compiler.cube import _lane_mask, carry_loop
-
-    vt = "<16 x float>"
-
-    def load16(q: str, mask: str | None) -> str:
-        raw = {"float": "float", "half": "half", "bfloat": "i16"}[dt.llvm]
-        vr = f"<16 x {raw}>"
-        if mask is None:
-            v = g.op(f"load {vr}, ptr {q}, align {dt.itemsize}")
-        else:
-            name = {"float": "v16f32", "half": "v16f16", "i16": "v16i16"}[raw]
-            g.intrinsic(f"declare {vr} @llvm.masked.load.{name}.p0(ptr, i32, <16 x i1>, {vr})")
-            v = g.op(f"call {vr} @llvm.masked.load.{name}.p0(ptr {q}, i32 {dt.itemsize}, <16 x i1> {mask}, "
-                     f"{vr} zeroinitializer)")
-        if raw == "float":
-            return v
-        if raw == "half":
-            return g.op(f"fpext {vr} {v} to {vt}")
-        w = g.op(f"shl <16 x i32> {g.op(f'zext {vr} {v} to <16 x i32>')}, " + "<" + ", ".join(["i32 16"] * 16) + ">")
-        return g.op(f"bitcast <16 x i32> {w} to {vt}")
-
-    full = g.op(f"lshr i64 {count}, 4")
-
-    def chunk(i: str, vals: list[str]) -> list[str]:
-        q = g.op(f"getelementptr {ety(dt)}, ptr {p}, i64 {g.op(f'shl i64 {i}, 4')}")
-        return [g.op(f"fadd {vt} {vals[0]}, {load16(q, None)}")]
-
-    acc = carry_loop(g, full, [(vt, "zeroinitializer")], chunk)[0]
-    tail = g.op(f"and i64 {count}, 15")
-    q = g.op(f"getelementptr {ety(dt)}, ptr {p}, i64 {g.op(f'shl i64 {full}, 4')}")
-    acc = g.op(f"fadd {vt} {acc}, {load16(q, _lane_mask(g, 16, tail))}")  # zeros past the tail: exact
-    width = 16
-    while width > 1:
-        half = width // 2
-        lo = g.op(f"shufflevector <{width} x float> {acc}, <{width} x float> poison, <{half} x i32> <"
-                  + ", ".join(f"i32 {i}" for i in range(half)) + ">")
-        hi = g.op(f"shufflevector <{width} x float> {acc}, <{width} x float> poison, <{half} x i32> <"
-                  + ", ".join(f"i32 {i}" for i in range(half, width)) + ">")
-        acc = g.op(f"fadd <{half} x float> {lo}, {hi}")
-        width = half
-    return g.op(f"extractelement <1 x float> {acc}, i64 0")
-
-
 def gen_print(g: Gen, s: Print) -> None:
     loc = g.k.loc_id(s.loc)
     fn = g.op(f"inttoptr i64 {g.ctx_load(abi.PRINT_FN)} to ptr")
@@ -828,8 +647,8 @@ def gen_print(g: Gen, s: Print) -> None:
                 call(i, abi.PRINT_INT, g.sval(it))
         else:
             p, st = g.buf_ptr(it)
-            call(i, abi.PRINT_TILE, g.op(f"ptrtoint ptr {p} to i64"), str(it.dtype.code), _i64(g, it.ext[0]),
-                 _i64(g, it.ext[1]), st)
+            call(i, abi.PRINT_TILE, g.op(f"ptrtoint ptr {p} to i64"), str(it.dtype.code), i64_of(g, it.ext[0]),
+                 i64_of(g, it.ext[1]), st)
     call(len(s.items), abi.PRINT_END)
 
 
@@ -877,66 +696,6 @@ write:
 }
 """.replace("TRACE_PTR", str(abi.TRACE_PTR)).replace("TRACE_COUNT", str(abi.TRACE_COUNT)) \
    .replace("TRACE_CAP", str(abi.TRACE_CAP)).replace("TRACE_FLUSH", str(abi.TRACE_FLUSH))
-
-
-def forwarding(body: tuple[Stmt, ...]) -> dict[int, Move]:
-    """L1 staging buffers whose GM -> L1 load can write the L0A / L0B move's destination directly.
-
-    `a[m, k] @ b[k, n]` stages each operand GM -> L1 (MTE2) -> L0A/L0B (MTE1). On the host both
-    are copies, and when the L1 buffer is written by that one load, read by that one move (not
-    transposing), and only flags, checks and other copies stand between them, the L1 copy is never
-    observed: the load lays the window out in the L0 layout itself and the move does no work. (The
-    destination is not touched in between, so writing it at the load is writing it at the move.)
-    Both still issue
-    their instructions (events, timing, trace) exactly as before; the interpreter keeps both copies
-    and the results agree bit for bit."""
-    count: dict[int, list[int]] = {}
-
-    def walk(b: tuple[Stmt, ...]) -> None:
-        for s in b:
-            if isinstance(s, For):
-                walk(s.body)
-            elif isinstance(s, If):
-                walk(s.then)
-                walk(s.orelse)
-            else:
-                for buf, w in accesses(s):
-                    if buf.mem == Mem.L1:
-                        count.setdefault(buf.id, [0, 0])[w] += 1
-
-    walk(body)
-    out: dict[int, Move] = {}
-
-    def pair(b: tuple[Stmt, ...]) -> None:
-        for i, s in enumerate(b):
-            if isinstance(s, For):
-                pair(s.body)
-            elif isinstance(s, If):
-                pair(s.then)
-                pair(s.orelse)
-            elif (isinstance(s, Load) and s.dst.mem == Mem.L1 and s.src.step is None
-                  and count.get(s.dst.id) == [1, 1]):
-                j = next((j for j in range(i + 1, len(b)) if any(x is s.dst for x, _ in _all_accesses(b[j]))), None)
-                mv = b[j] if j is not None else None
-                if not (isinstance(mv, Move) and mv.src is s.dst and mv.dst.mem in (Mem.L0A, Mem.L0B)
-                        and not mv.transpose and mv.fix is None):
-                    continue
-                # between them only flags, checks and other copies, none touching the destination
-                if all(isinstance(t, (Flag, Check, Load, Move)) and not any(x is mv.dst for x, _ in accesses(t))
-                       for t in b[i + 1: j]):
-                    out[s.dst.id] = mv
-
-    pair(body)
-    return out
-
-
-def _all_accesses(s: Stmt) -> list[tuple[Buf, bool]]:
-    """accesses() of a statement and, for a loop or branch, of everything inside it."""
-    if isinstance(s, For):
-        return [a for t in s.body for a in _all_accesses(t)]
-    if isinstance(s, If):
-        return [a for t in (*s.then, *s.orelse) for a in _all_accesses(t)]
-    return accesses(s)
 
 
 def generate(k: Kernel, sym: str) -> tuple[str, list[CheckInfo], dict]:

@@ -1,4 +1,5 @@
-"""Element rules of the vector instructions: what one element of a VOp's destination is, in LLVM IR.
+"""Element rules of the vector instructions: what one element of a VOp's destination is, in LLVM IR,
+and the reductions (`gen_reduce`, with float sums in `lane_sum`'s fixed order).
 
 f16/bf16 load as f32 and round back on store (bf16 with integer round-to-nearest-even, keeping
 subnormals like torch); integers compute in their own width; division and modulo by 0 give 0.
@@ -8,10 +9,11 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from compiler.ir import VOp
+from compiler import sexpr as S
+from compiler.ir import Buf, VOp
 from compiler.sexpr import F64, I64, SExpr
 from dsl.types import DType, boolean
-from simulator.isa import Instr
+from simulator.isa import Instr, Pipe
 
 if TYPE_CHECKING:
     from compiler.codegen import Gen
@@ -20,6 +22,12 @@ if TYPE_CHECKING:
 def ffloat(v: float) -> str:
     """An LLVM double literal, exact (hex form)."""
     return "0x%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
+
+
+def i64_of(g: "Gen", e: SExpr) -> str:
+    """An SExpr as an i64 SSA value (doubles truncate toward zero)."""
+    v = g.sval(e)
+    return g.op(f"fptosi double {v} to i64") if e.ty == F64 else v
 
 
 # ------------------------------------------------------------------ element ops
@@ -207,3 +215,134 @@ def f32lit(v: float) -> str:
     return ffloat(float(np.float32(v)))
 
 
+# ------------------------------------------------------------------ reductions
+def gen_reduce(g: Gen, s: VOp) -> None:
+    src = s.srcs[0]
+    assert isinstance(src, Buf)
+    d = s.dst
+    dt = src.dtype
+    ct = compute_ty(dt)
+    rows, cols = i64_of(g, src.ext[0]), i64_of(g, src.ext[1])
+    g.event(s.instr, Pipe.V, s.loc, g.op(f"mul i64 {rows}, {cols}"), dt.itemsize, rows)
+    sp, ss = g.buf_ptr(src)
+    dp, ds = g.buf_ptr(d)
+    fl = ct == "float"
+    if s.instr == Instr.VREDUCE_SUM:
+        init = "0.0" if fl else "0"
+    elif s.instr == Instr.VREDUCE_MAX:
+        init = "0xFFF0000000000000" if fl else str(-(1 << (int(ct[1:]) - 1)))
+    else:
+        init = "0x7FF0000000000000" if fl else str((1 << (int(ct[1:]) - 1)) - 1)
+
+    def combine(acc: str, x: str) -> str:
+        if s.instr == Instr.VREDUCE_SUM:
+            return g.op(f"fadd float {acc}, {x}") if fl else g.op(f"add {ct} {acc}, {x}")
+        name = ("maximum" if s.instr == Instr.VREDUCE_MAX else "minimum") if fl else \
+            ("smax" if s.instr == Instr.VREDUCE_MAX else "smin")
+        suffix = "f32" if fl else ct
+        g.intrinsic(f"declare {ct} @llvm.{name}.{suffix}({ct}, {ct})")
+        return g.op(f"call {ct} @llvm.{name}.{suffix}({ct} {acc}, {ct} {x})")
+
+    def elem(r: str, c: str) -> str:
+        rp = g.op(f"getelementptr {ety(dt)}, ptr {sp}, i64 {g.op(f'mul i64 {r}, {ss}')}")
+        return load_elem(g, dt, g.op(f"getelementptr {ety(dt)}, ptr {rp}, i64 {c}"))
+
+    accp = g.tmp()
+    g.allocas.append(f"{accp} = alloca {ct}, align 8")  # in the entry block: one slot, not one per iteration
+
+    def out_ptr(i: str) -> str:
+        # keepdims column (R, 1): row i; otherwise a row of values
+        if d.cap[1] == S.const(1) and d.cap[0] != S.const(1):
+            return g.op(f"getelementptr {ety(d.dtype)}, ptr {dp}, i64 {g.op(f'mul i64 {i}, {ds}')}")
+        return g.op(f"getelementptr {ety(d.dtype)}, ptr {dp}, i64 {i}")
+
+    def run(outer: str, inner_count: str, at) -> None:  # type: ignore[no-untyped-def]
+        g.emit(f"store {ct} {init}, ptr {accp}, align 8")
+
+        def inner(c: str) -> None:
+            a = g.op(f"load {ct}, ptr {accp}, align 8")
+            g.emit(f"store {ct} {combine(a, at(outer, c))}, ptr {accp}, align 8")
+
+        g.loop(inner_count, inner)
+
+    det = s.instr == Instr.VREDUCE_SUM and fl  # float sums: a fixed order, the same on every host
+
+    def row_sum(r: str) -> str:
+        rp = g.op(f"getelementptr {ety(dt)}, ptr {sp}, i64 {g.op(f'mul i64 {r}, {ss}')}")
+        return lane_sum(g, rp, cols, dt)
+
+    if s.arg == "rows":
+        def per_row(r: str) -> None:
+            if det:
+                store_elem(g, d.dtype, out_ptr(r), row_sum(r))
+                return
+            run(r, cols, lambda o, c: elem(o, c))
+            store_elem(g, d.dtype, out_ptr(r), g.op(f"load {ct}, ptr {accp}, align 8"))
+        g.loop(rows, per_row)
+    elif s.arg == "cols":  # one running value per column, rows in order
+        def per_col(c: str) -> None:
+            run(c, rows, lambda o, r: elem(r, o))
+            store_elem(g, d.dtype, out_ptr(c), g.op(f"load {ct}, ptr {accp}, align 8"))
+        g.loop(cols, per_col)
+    else:
+        g.emit(f"store {ct} {init}, ptr {accp}, align 8")
+
+        def per_row_all(r: str) -> None:
+            if det:  # each row's lane sum, added row by row
+                a = g.op(f"load {ct}, ptr {accp}, align 8")
+                g.emit(f"store {ct} {combine(a, row_sum(r))}, ptr {accp}, align 8")
+                return
+
+            def inner(c: str) -> None:
+                a = g.op(f"load {ct}, ptr {accp}, align 8")
+                g.emit(f"store {ct} {combine(a, elem(r, c))}, ptr {accp}, align 8")
+            g.loop(cols, inner)
+        g.loop(rows, per_row_all)
+        store_elem(g, d.dtype, out_ptr("0"), g.op(f"load {ct}, ptr {accp}, align 8"))
+
+
+def lane_sum(g: Gen, p: str, count: str, dt: DType) -> str:
+    """Sum of `count` elements at p in a fixed order: 16 f32 lanes (lane l adds elements l, l+16,
+    ... in turn, the tail through a masked load), then a fixed tree (l + l+8, l + l+4, ...).
+    Vectorised by construction and bit-reproducible on any host; the interpreter does the same."""
+    from compiler.cube import _lane_mask, carry_loop
+
+    vt = "<16 x float>"
+
+    def load16(q: str, mask: str | None) -> str:
+        raw = {"float": "float", "half": "half", "bfloat": "i16"}[dt.llvm]
+        vr = f"<16 x {raw}>"
+        if mask is None:
+            v = g.op(f"load {vr}, ptr {q}, align {dt.itemsize}")
+        else:
+            name = {"float": "v16f32", "half": "v16f16", "i16": "v16i16"}[raw]
+            g.intrinsic(f"declare {vr} @llvm.masked.load.{name}.p0(ptr, i32, <16 x i1>, {vr})")
+            v = g.op(f"call {vr} @llvm.masked.load.{name}.p0(ptr {q}, i32 {dt.itemsize}, <16 x i1> {mask}, "
+                     f"{vr} zeroinitializer)")
+        if raw == "float":
+            return v
+        if raw == "half":
+            return g.op(f"fpext {vr} {v} to {vt}")
+        w = g.op(f"shl <16 x i32> {g.op(f'zext {vr} {v} to <16 x i32>')}, " + "<" + ", ".join(["i32 16"] * 16) + ">")
+        return g.op(f"bitcast <16 x i32> {w} to {vt}")
+
+    full = g.op(f"lshr i64 {count}, 4")
+
+    def chunk(i: str, vals: list[str]) -> list[str]:
+        q = g.op(f"getelementptr {ety(dt)}, ptr {p}, i64 {g.op(f'shl i64 {i}, 4')}")
+        return [g.op(f"fadd {vt} {vals[0]}, {load16(q, None)}")]
+
+    acc = carry_loop(g, full, [(vt, "zeroinitializer")], chunk)[0]
+    tail = g.op(f"and i64 {count}, 15")
+    q = g.op(f"getelementptr {ety(dt)}, ptr {p}, i64 {g.op(f'shl i64 {full}, 4')}")
+    acc = g.op(f"fadd {vt} {acc}, {load16(q, _lane_mask(g, 16, tail))}")  # zeros past the tail: exact
+    width = 16
+    while width > 1:
+        half = width // 2
+        lo = g.op(f"shufflevector <{width} x float> {acc}, <{width} x float> poison, <{half} x i32> <"
+                  + ", ".join(f"i32 {i}" for i in range(half)) + ">")
+        hi = g.op(f"shufflevector <{width} x float> {acc}, <{width} x float> poison, <{half} x i32> <"
+                  + ", ".join(f"i32 {i}" for i in range(half, width)) + ">")
+        acc = g.op(f"fadd <{half} x float> {lo}, {hi}")
+        width = half
+    return g.op(f"extractelement <1 x float> {acc}, i64 0")

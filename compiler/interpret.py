@@ -11,7 +11,7 @@ compute in f32 (scalar operands too) and round to f16/bf16 once per instruction,
 x // 0 and x % 0 give 0, max/min/relu propagate NaN and order -0 < +0 (llvm.maximum), float ->
 int casts round half to even and saturate. exp, log, tanh and pow call the C library's f32
 functions, as the native code does. Scalar expressions follow `Gen.sval` (i64 wrap-around, IEEE
-f64). Float sums add in `codegen.lane_sum`'s fixed order, as the native code does. The one known
+f64). Float sums add in `codegen_elem.lane_sum`'s fixed order, as the native code does. The one known
 difference from the native run:
 
 - bf16 Mmad on AMX hosts: how the tile unit rounds inside a 32-element step of k is not
@@ -42,7 +42,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from compiler import sexpr as S
-from compiler.codegen import CUBE_TYPE, REDUCE, _bcast
+from compiler.codegen import REDUCE, _bcast
+from compiler.codegen_cube import CUBE_TYPE
 from compiler.interpret_rules import (
     ZERO,
     as_i64,
@@ -346,7 +347,7 @@ class Core:
         return None if fix.scale is None else scalar_as(self.scalar(fix.scale), fix.scale.ty, f32)
 
     def cube_move(self, s: Move) -> None:
-        """codegen.gen_cube_move: L0C -> UB through the FIX pipe, or L1 -> L0A / L0B (MTE1), the
+        """codegen_cube.gen_cube_move: L0C -> UB through the FIX pipe, or L1 -> L0A / L0B (MTE1), the
         fractals covering the destination's extent, transposing when the L1 buffer holds the
         operand transposed (the padding inside fractals comes along: zeros from the load)."""
         d, src = s.dst, s.src
@@ -371,7 +372,7 @@ class Core:
         self.cube_put(d, x)
 
     def mmad(self, s: Mmad) -> None:
-        """codegen.gen_cube_mmad: C = (init ? 0 : C) + A @ B over exactly k terms, for the 16 x 16
+        """codegen_cube.gen_cube_mmad: C = (init ? 0 : C) + A @ B over exactly k terms, for the 16 x 16
         fractals covering m x n (the rows and columns past m and n get the zero padding's products)."""
         m, n, k = (self.i64(e) for e in (s.m, s.n, s.k))
         self.event(Instr.MMAD, Pipe.M, s.loc, m, n, k, int(CUBE_TYPE[s.a.dtype.name]))
@@ -405,7 +406,7 @@ class Core:
         np.copyto(out, elem(s, xs, types), casting="unsafe")  # the store rounds f32 to f16/bf16
 
     def reduce(self, s: VOp) -> None:
-        """codegen.gen_reduce: 'rows' gives one value per row, 'cols' one per column, 'all' one."""
+        """codegen_elem.gen_reduce: 'rows' gives one value per row, 'cols' one per column, 'all' one."""
         src, d = s.srcs[0], s.dst
         assert isinstance(src, Buf)
         dt, t = src.dtype, compute(src.dtype)
@@ -415,7 +416,7 @@ class Core:
         # one group per output value, reduced in the native loop's order
         groups = {"rows": x, "cols": x.T}.get(s.arg, x.reshape(1, -1))  # type: ignore[call-overload]
         if s.instr == Instr.VREDUCE_SUM and t == np.float32 and s.arg != "cols":
-            per_row = lane_sum(x)  # codegen.lane_sum: 16 lanes then a fixed tree
+            per_row = lane_sum(x)  # codegen_elem.lane_sum: 16 lanes then a fixed tree
             if s.arg == "rows":
                 vals = per_row
             else:  # row sums added row by row
@@ -452,7 +453,7 @@ class Core:
 
 
 def lane_sum(x: np.ndarray) -> np.ndarray:
-    """Per row of f32 x: codegen.lane_sum's order (16 lanes, each adding its elements in turn, then
+    """Per row of f32 x: codegen_elem.lane_sum's order (16 lanes, each adding its elements in turn, then
     lane l + lane l + 8, l + 4, l + 2, l + 1)."""
     rows, cols = x.shape
     pad = np.zeros((rows, -(-cols // 16) * 16), np.float32)

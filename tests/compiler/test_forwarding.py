@@ -1,4 +1,4 @@
-"""Host-side MTE2 -> MTE1 forwarding (compiler.codegen.forwarding): a GM -> L1 load whose only
+"""Host-side MTE2 -> MTE1 forwarding (compiler.codegen_cube.forwarding): a GM -> L1 load whose only
 reader is the next L1 -> L0A/L0B move writes the L0 layout itself. What it writes must be what the
 two copies leave, and it must only apply where nothing else could see the L1 buffer."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from compiler import codegen, cube
+from compiler import codegen_cube, cube
 from compiler.ir import Load, Move
 from compiler.lower import lower
 from compiler.pipeline import stages
@@ -68,7 +68,7 @@ def test_both_operands_of_a_plain_matmul_are_forwarded() -> None:
 
     a = np.zeros((64, 96), np.float16)
     ir = core_ir(matmul, (a, a.T.copy(), np.zeros((64, 64), np.float32)))
-    fw = codegen.forwarding(ir.body)
+    fw = codegen_cube.forwarding(ir.body)
     assert sorted(mv.dst.mem.value for mv in fw.values()) == ["L0A", "L0B"]
     assert all(mv in moves(ir.body) for mv in fw.values())
 
@@ -90,7 +90,7 @@ def test_transposed_operands_and_shared_l1_buffers_are_not(source) -> None:  # t
     b = torch.randn(64, 16).half()  # used transposed
     ir = core_ir(m.k, (a.numpy(), b.numpy(), np.zeros((32, 32), np.float32), np.zeros((32, 32), np.float32)))
     assert len(moves(ir.body)) == 4
-    assert codegen.forwarding(ir.body) == {}  # a1 is read twice; b's windows are transposed
+    assert codegen_cube.forwarding(ir.body) == {}  # a1 is read twice; b's windows are transposed
     c, d = torch.empty(32, 32), torch.empty(32, 32)
     m.k[1](a, b, c, d)
     torch.testing.assert_close(c, a.float() @ b[:32].float().T)
@@ -110,7 +110,7 @@ def test_forwarding_stops_at_anything_but_copies_flags_and_checks(source) -> Non
     a = torch.randint(-3, 4, (16, 16)).half()
     b = torch.randint(-3, 4, (16, 16)).half()
     ir = core_ir(m.k, (a.numpy(), b.numpy(), np.zeros((16, 16), np.float32)))
-    fw = codegen.forwarding(ir.body)
+    fw = codegen_cube.forwarding(ir.body)
     loads = {s.dst.name.split(".")[0]: s.dst.id for s in ir.body if isinstance(s, Load) and s.dst.mem == Mem.L1}
     # a1's load and its move have the accumulator's set-up between them; b's staging buffer is next to its move
     assert set(fw) == {loads["b1"]}

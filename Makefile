@@ -23,6 +23,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check dsl compiler simulator op_library torch_bridge tests bench examples
+	$(BIN)/mypy
 	$(BIN)/python -m pytest tests -p no:cacheprovider
 
 bench: $(STAMP)
@@ -30,6 +31,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check dsl compiler simulator op_library torch_bridge
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -24,9 +24,11 @@ def load_kernel(target: str) -> Any:
         raise SystemExit(f"vinci: no such file: {path}")
     sys.path.insert(0, str(p.resolve().parent))
     spec = importlib.util.spec_from_file_location(p.stem, p)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    if spec is None or spec.loader is None:  # not a Python source file
+        raise SystemExit(f"vinci: cannot import {path} as a Python module")
+    mod = importlib.util.module_from_spec(spec)
     sys.modules[p.stem] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    spec.loader.exec_module(mod)
     k = getattr(mod, name, None)
     if not isinstance(k, Kernel):
         kernels = [n for n, v in vars(mod).items() if isinstance(v, Kernel)]

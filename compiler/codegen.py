@@ -9,7 +9,9 @@ trace of issued instructions is written only when the launch asked for a profile
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from compiler import sexpr as S
 from compiler.codegen_cube import forwarding, gen_cube_mmad, gen_cube_move
@@ -18,8 +20,10 @@ from compiler.ir import (
     Barrier,
     Buf,
     Check,
+    Fix,
     Flag,
     For,
+    GMRef,
     If,
     Kernel,
     Load,
@@ -33,6 +37,7 @@ from compiler.ir import (
 )
 from compiler.passes.place import fractal_pad
 from compiler.sexpr import F64, I64, SExpr
+from dsl.errors import SourceLoc
 from dsl.types import DType, Mem, f32
 from simulator import abi
 from simulator.isa import INFO, Instr, Pipe
@@ -233,10 +238,10 @@ class Gen:
         return self.op(f"select i1 {bad}, {ty} 0, {ty} {rr}")
 
     # ------------------------------------------------------------ trace / errors
-    def event(self, instr: Instr, pipe: Pipe, loc: object, *vals: object) -> None:
-        words = [str(int(instr)), str(int(pipe)), str(self.k.loc_id(loc))]  # type: ignore[arg-type]
+    def event(self, instr: Instr, pipe: Pipe, loc: SourceLoc, *vals: str | int) -> None:
+        words = [str(int(instr)), str(int(pipe)), str(self.k.loc_id(loc))]
         for v in vals:
-            words.append(v if isinstance(v, str) else str(int(v)))  # type: ignore[arg-type]
+            words.append(v if isinstance(v, str) else str(int(v)))
         words += ["0"] * (8 - len(words))
         on, done = self.label("trace"), self.label("traced")
         self.cbr("%tracing", on, done)
@@ -274,7 +279,7 @@ class Gen:
         return f"%gm{slot}"
 
     # ------------------------------------------------------------ loops
-    def loop(self, count: str, body, name: str = "i") -> None:  # type: ignore[no-untyped-def]
+    def loop(self, count: str, body: Callable[[str], object], name: str = "i") -> None:
         """for i in 0..count (count is i64): body(i)."""
         pre = self.label("pre")
         self.br(pre)
@@ -336,9 +341,11 @@ def gen_stmt(g: Gen, s: Stmt) -> None:
     elif isinstance(s, Barrier):
         g.event(Instr.BARRIER, Pipe.ALL, s.loc)
     elif isinstance(s, Load):
-        gen_dma(g, s.instr, s.src, s.dst, True, s.loc)  # type: ignore[arg-type]
+        assert s.instr is not None, "units are assigned by the schedule"
+        gen_dma(g, s.instr, s.src, s.dst, True, s.loc)
     elif isinstance(s, Store):
-        gen_dma(g, s.instr, s.dst, s.src, False, s.loc, s.fix)  # type: ignore[arg-type]
+        assert s.instr is not None, "units are assigned by the schedule"
+        gen_dma(g, s.instr, s.dst, s.src, False, s.loc, s.fix)
     elif isinstance(s, Move):
         gen_move(g, s)
     elif isinstance(s, VOp):
@@ -400,7 +407,7 @@ def gen_for(g: Gen, s: For) -> None:
     g.block(done)
 
 
-def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -> None:  # type: ignore[no-untyped-def]
+def gen_dma(g: Gen, instr: Instr, ref: GMRef, buf: Buf, is_load: bool, loc: SourceLoc, fix: Fix | None = None) -> None:
     """GM <-> on-chip window copy, bounds-checked before any byte moves."""
     es = ref.dtype.itemsize
     off, rows, cols, stride, numel = (i64_of(g, e) for e in (ref.offset, ref.rows, ref.cols, ref.stride, ref.numel))
@@ -445,6 +452,7 @@ def gen_dma(g: Gen, instr: Instr, ref, buf: Buf, is_load: bool, loc, fix=None) -
         elif is_load:  # GM -> L1, ND -> NZ
             cube.gen_nd2nz(g, bptr, gp, rows, cols, stride, rp, cp, buf.dtype)
         else:  # L0C -> GM on the FIX pipe
+            assert fix is not None, f"a store from {buf.mem.value} without a FIX conversion"
             cube.gen_fix(g, gp, bptr, rows, cols, stride, rp, buf.dtype, fix.dtype, fix.relu,
                          None if fix.scale is None else scalar_as(g, fix.scale, f32))
         return
@@ -509,7 +517,11 @@ def copy_elems(g: Gen, dst: str, src: str, count: str, d: DType, ahead: str | No
         for lab, nt in ((lab_nt, True), (lab_c, False)):
             g.block(lab)
             g.cache.append({})
-            g.loop(words, lambda i, nt=nt: word(i, nt))  # type: ignore[misc]
+
+            def words_body(i: str, nt: bool = nt) -> None:
+                word(i, nt)
+
+            g.loop(words, words_body)
             g.cache.pop()
             g.br(lab_done)
         g.block(lab_done)
@@ -539,7 +551,8 @@ def gen_move(g: Gen, s: Move) -> None:
     d, src = s.dst, s.src
     es = d.dtype.itemsize
     rows, cols = i64_of(g, src.ext[0]), i64_of(g, src.ext[1])
-    g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {es}"), rows, -1, 0, 0)  # type: ignore[index]
+    assert s.instr is not None, "units are assigned by the schedule"
+    g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {es}"), rows, -1, 0, 0)
     if d.mem == Mem.L1:  # UB (ND rows) -> L1 (NZ fractals), as the GM -> L1 DMA lays it out
         from compiler import cube
 
@@ -580,7 +593,7 @@ def gen_vop(g: Gen, s: VOp) -> None:
     widest = max([d.dtype.itemsize] + [b.dtype.itemsize for b in s.srcs if isinstance(b, Buf)])
     g.event(s.instr, Pipe.V, s.loc, g.op(f"mul i64 {rows}, {cols}"), widest, rows)
     dptr, dstride = g.buf_ptr(d)
-    ops = []  # per source: ('buf', ptr, stride, brow, bcol, dtype) | ('scalar', value, dtype)
+    ops: list[tuple[Any, ...]] = []  # per source: ('buf', ptr, stride, brow, bcol, dtype) | ('scalar', value, dtype)
     types = []
     for i, src in enumerate(s.srcs):
         if isinstance(src, Buf):
@@ -596,7 +609,7 @@ def gen_vop(g: Gen, s: VOp) -> None:
 
     def row(r: str) -> None:
         drow = g.op(f"getelementptr {ety(d.dtype)}, ptr {dptr}, i64 {g.op(f'mul i64 {r}, {dstride}')}")
-        rowp = []
+        rowp: list[str | None] = []  # per source: its row pointer (None for scalars)
         for o in ops:
             if o[0] == "buf":
                 _, p, st, br, bc, dt = o
@@ -608,7 +621,9 @@ def gen_vop(g: Gen, s: VOp) -> None:
         pre = {}
         for j, o in enumerate(ops):
             if o[0] == "buf" and o[4]:
-                pre[j] = load_elem(g, o[5], rowp[j])
+                rp = rowp[j]
+                assert rp is not None
+                pre[j] = load_elem(g, o[5], rp)
 
         def col(c: str) -> None:
             xs = []

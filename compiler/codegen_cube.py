@@ -40,16 +40,18 @@ def gen_cube_move(g: Gen, s: Move) -> None:
     d, src = s.dst, s.src
     dp, ds = g.buf_ptr(d)
     sp, _ = g.buf_ptr(src)
+    assert s.instr is not None, "units are assigned by the schedule"
     if src.mem == Mem.L0C:
         rows, cols = i64_of(g, src.ext[0]), i64_of(g, src.ext[1])
-        g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {d.dtype.itemsize}"), rows, -1, 0, 0)  # type: ignore
+        g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {d.dtype.itemsize}"), rows, -1, 0, 0)
         fix = s.fix
-        cube.gen_fix(g, dp, sp, rows, cols, ds, i64_of(g, fractal_pad(src)[0]), src.dtype, fix.dtype, fix.relu,  # type: ignore
-                     None if fix.scale is None else scalar_as(g, fix.scale, f32))  # type: ignore[union-attr]
+        assert fix is not None, "a move out of L0C without a FIX conversion"
+        cube.gen_fix(g, dp, sp, rows, cols, ds, i64_of(g, fractal_pad(src)[0]), src.dtype, fix.dtype, fix.relu,
+                     None if fix.scale is None else scalar_as(g, fix.scale, f32))
         return
     rp, cp = (i64_of(g, e) for e in fractal_pad(d))
     nbytes = g.op(f"mul i64 {g.op(f'mul i64 {rp}, {cp}')}, {d.dtype.itemsize}")
-    g.event(s.instr, INFO[s.instr][1], s.loc, nbytes, 1, -1, 0, 0)  # type: ignore[index]
+    g.event(s.instr, INFO[s.instr][1], s.loc, nbytes, 1, -1, 0, 0)
     if g.forward.get(src.id) is s:
         return  # the load that filled `src` already wrote `d` (forwarding)
     r, c = i64_of(g, d.ext[0]), i64_of(g, d.ext[1])

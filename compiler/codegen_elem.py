@@ -7,6 +7,7 @@ subnormals like torch); integers compute in their own width; division and modulo
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
@@ -169,8 +170,9 @@ def elem_op(g: Gen, s: VOp, xs: list[str], src_types: list[DType]) -> str:
             return g.op(f"xor i8 {xs[0]}, 1")
         return g.op(f"xor {t} {xs[0]}, -1")
     if ins == Instr.VCMP:
+        assert isinstance(s.arg, str)  # the comparison operator
         c = g.op(f"fcmp {FCMP[s.arg]} float {xs[0]}, {xs[1]}") if fl else \
-            g.op(f"icmp {ICMP[s.arg]} {t} {xs[0]}, {xs[1]}")  # type: ignore[index]
+            g.op(f"icmp {ICMP[s.arg]} {t} {xs[0]}, {xs[1]}")
         return g.op(f"zext i1 {c} to i8")
     if ins == Instr.VSEL:
         c = g.op(f"icmp ne i8 {xs[0]}, 0")
@@ -256,7 +258,7 @@ def gen_reduce(g: Gen, s: VOp) -> None:
             return g.op(f"getelementptr {ety(d.dtype)}, ptr {dp}, i64 {g.op(f'mul i64 {i}, {ds}')}")
         return g.op(f"getelementptr {ety(d.dtype)}, ptr {dp}, i64 {i}")
 
-    def run(outer: str, inner_count: str, at) -> None:  # type: ignore[no-untyped-def]
+    def run(outer: str, inner_count: str, at: Callable[[str, str], str]) -> None:
         g.emit(f"store {ct} {init}, ptr {accp}, align 8")
 
         def inner(c: str) -> None:

@@ -548,7 +548,10 @@ def _micro_all(g: Gen, s: _Spec, c: str, m_pad: str, mb_n: str, nb_n: str, k: st
     g.loop(groups, lambda q: tiles(_mul(g, q, NF), NF))
     left = _sub(g, nb_n, _mul(g, groups, NF))
     for nf in range(1, NF):
-        _if(g, g.op(f"icmp eq i64 {left}, {nf}"), lambda nf=nf: tiles(_sub(g, nb_n, nf), nf))
+        def tail(nf: int = nf) -> None:
+            tiles(_sub(g, nb_n, nf), nf)
+
+        _if(g, g.op(f"icmp eq i64 {left}, {nf}"), tail)
 
 
 def _micro(g: Gen, s: _Spec, c: str, m_pad: str, i0: str, nb0: str, nf: int, k: str, kb_pad: str, nb_pad: str,

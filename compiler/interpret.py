@@ -36,7 +36,7 @@ import ctypes.util
 import sys
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -259,9 +259,11 @@ class Core:
         elif isinstance(s, Barrier):
             self.event(Instr.BARRIER, Pipe.ALL, s.loc)
         elif isinstance(s, Load):
-            self.dma(s.instr, s.src, s.dst, True, s.loc)  # type: ignore[arg-type]
+            assert s.instr is not None, "units are assigned by the schedule"
+            self.dma(s.instr, s.src, s.dst, True, s.loc)
         elif isinstance(s, Store):
-            self.dma(s.instr, s.dst, s.src, False, s.loc, s.fix)  # type: ignore[arg-type]
+            assert s.instr is not None, "units are assigned by the schedule"
+            self.dma(s.instr, s.dst, s.src, False, s.loc, s.fix)
         elif isinstance(s, Move):
             self.move(s)
         elif isinstance(s, VOp):
@@ -283,7 +285,7 @@ class Core:
         self.env[s.var], self.env[s.it] = start, 0
         while self.env[s.var] < stop if step > 0 else self.env[s.var] > stop:
             self.run(s.body)
-            self.env[s.var] = wrap(int(self.env[s.var]) + step)
+            self.env[s.var] = wrap(int(self.env[s.var]) + cast(int, step))  # an i64 loop
             self.env[s.it] = wrap(int(self.env[s.it]) + 1)
 
     def dma(self, instr: Instr, ref: GMRef, buf: Buf, is_load: bool, loc: SourceLoc, fix: Fix | None = None) -> None:
@@ -334,7 +336,8 @@ class Core:
             self.cube_move(s)
             return
         rows, cols = self.i64(s.src.ext[0]), self.i64(s.src.ext[1])
-        self.event(s.instr, INFO[s.instr][1], s.loc, cols * s.dst.dtype.itemsize, rows, -1, 0, 0)  # type: ignore[index]
+        assert s.instr is not None, "units are assigned by the schedule"
+        self.event(s.instr, INFO[s.instr][1], s.loc, cols * s.dst.dtype.itemsize, rows, -1, 0, 0)
         if s.dst.mem == Mem.L1:  # UB rows -> L1 fractals, laid out as the GM -> L1 DMA does
             rp, cp = (self.i64(e) for e in fractal_pad(s.dst))
             padded = np.zeros((rp, cp), storage(s.dst.dtype))
@@ -351,16 +354,17 @@ class Core:
         fractals covering the destination's extent, transposing when the L1 buffer holds the
         operand transposed (the padding inside fractals comes along: zeros from the load)."""
         d, src = s.dst, s.src
-        info = INFO[s.instr]  # type: ignore[index]
+        assert s.instr is not None, "units are assigned by the schedule"
+        info = INFO[s.instr]
         if src.mem == Mem.L0C:
             rows, cols = self.i64(src.ext[0]), self.i64(src.ext[1])
-            self.event(s.instr, info[1], s.loc, cols * d.dtype.itemsize, rows, -1, 0, 0)  # type: ignore[arg-type]
+            self.event(s.instr, info[1], s.loc, cols * d.dtype.itemsize, rows, -1, 0, 0)
             assert s.fix is not None, "a move out of L0C without a FIX conversion"
             with np.errstate(all="ignore"):
                 self.view(d, rows, cols)[...] = fix_values(self.cube_get(src, rows, cols), s.fix, self.fix_scale(s.fix))
             return
         rp, cp = (self.i64(e) for e in fractal_pad(d))
-        self.event(s.instr, info[1], s.loc, rp * cp * d.dtype.itemsize, 1, -1, 0, 0)  # type: ignore[arg-type]
+        self.event(s.instr, info[1], s.loc, rp * cp * d.dtype.itemsize, 1, -1, 0, 0)
         c0 = 32 // d.dtype.itemsize
         fr, fc = (16, c0) if d.mem == Mem.L0A else (c0, 16)
         rows = -(-max(self.i64(d.ext[0]), 0) // fr) * fr
@@ -414,7 +418,8 @@ class Core:
         self.event(s.instr, Pipe.V, s.loc, rows * cols, dt.itemsize, rows)
         x = self.view(src, rows, cols).astype(t)
         # one group per output value, reduced in the native loop's order
-        groups = {"rows": x, "cols": x.T}.get(s.arg, x.reshape(1, -1))  # type: ignore[call-overload]
+        assert isinstance(s.arg, str)  # the reduction: "rows", "cols" or "all"
+        groups = {"rows": x, "cols": x.T}.get(s.arg, x.reshape(1, -1))
         if s.instr == Instr.VREDUCE_SUM and t == np.float32 and s.arg != "cols":
             per_row = lane_sum(x)  # codegen_elem.lane_sum: 16 lanes then a fixed tree
             if s.arg == "rows":
@@ -521,8 +526,11 @@ def interpret_core(kir: Kernel, args: Sequence[Any], cfg: Any, n: int = 1, trace
     shapes = [np.shape(a) if p.kind == "gm" else None for p, a in zip(kir.params, args)]
     ptrs = [a.__array_interface__["data"][0] if p.kind == "gm" else 0 for p, a in zip(kir.params, args)]
     argv = arg_words(kir.params, args, shapes, ptrs)
-    gm = {p.slot: np.asarray(a).reshape(-1).view(storage(p.dtype)) for p, a in zip(kir.params, args)
-          if p.kind == "gm"}
+    gm: dict[int, np.ndarray] = {}
+    for p, a in zip(kir.params, args):
+        if p.kind == "gm":
+            assert p.dtype is not None  # a GM parameter always has a dtype
+            gm[p.slot] = np.asarray(a).reshape(-1).view(storage(p.dtype))
     return run_cores(kir, argv, gm, cfg, n, trace, locs)
 
 
@@ -561,4 +569,4 @@ def interpret(k: Any, values: list[Any], infos: list[Any], plan: Any, cfg: Any, 
 
     locs = [(loc.file, loc.line, loc.col, _line(loc)) for loc in plan.locs]
     gm_bytes = [info.nbytes for info in infos if info is not None]
-    return Run(simulate(events, cfg, locs, gm_bytes), cfg, n, plan)  # type: ignore[arg-type]
+    return Run(simulate(events, cfg, locs, gm_bytes), cfg, n, plan)

@@ -171,19 +171,19 @@ def seval(e: SExpr, env: dict[str, int | float], argv: Sequence[int | float], co
     if len(e.args) == 2:
         a, b = e.args
         if op in ("and", "or"):
-            x, y = ev(a) != 0, ev(b) != 0  # != 0 is true for NaN, like fcmp une
-            return int(x and y) if op == "and" else int(x or y)
+            xa, xb = ev(a) != 0, ev(b) != 0  # != 0 is true for NaN, like fcmp une
+            return int(xa and xb) if op == "and" else int(xa or xb)
         if a.ty == F64:
             return F64_OPS[op](float(ev(a)), float(ev(b)))
         return wrap(I64_OPS[op](int(ev(a)), int(ev(b))))
     a = e.args[0]
     x = ev(a)
     if op == "neg":
-        return wrap(-x) if e.ty == I64 else -x
+        return wrap(-int(x)) if e.ty == I64 else -x
     if op == "not":
         return int(x == 0)
     if op == "abs":
-        return wrap(abs(x)) if e.ty == I64 else math.fabs(x)
+        return wrap(abs(int(x))) if e.ty == I64 else math.fabs(x)
     if op == "i2f":
         return float(x)
     if op == "f2i":
@@ -304,7 +304,8 @@ def elem(s: VOp, xs: list[Any], src_types: list[DType]) -> Any:
     if ins == Instr.VNOT:
         return xs[0] ^ np.int8(1) if d == boolean else np.invert(xs[0])
     if ins == Instr.VCMP:
-        return _CMP[s.arg](xs[0], xs[1]).astype(np.int8)  # type: ignore[index]
+        assert isinstance(s.arg, str)  # the comparison operator
+        return _CMP[s.arg](xs[0], xs[1]).astype(np.int8)
     if ins == Instr.VSEL:
         return np.where(xs[0] != 0, xs[1], xs[2]).astype(t)
     if ins in (Instr.VCOPY, Instr.VDUP):

@@ -10,7 +10,7 @@ split over cores.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Any, Union
 
 from compiler.sexpr import SExpr, fmt
 from dsl.errors import UNKNOWN, SourceLoc
@@ -19,7 +19,7 @@ from simulator.isa import INFO, Instr, Pipe
 
 
 def _loc() -> SourceLoc:
-    return field(default=UNKNOWN, compare=False, repr=False)  # type: ignore[return-value]
+    return field(default=UNKNOWN, compare=False, repr=False)
 
 
 @dataclass(eq=False)
@@ -77,7 +77,11 @@ Operand = Union[Buf, SExpr]
 
 @dataclass(frozen=True)
 class Stmt:
-    pass
+    if TYPE_CHECKING:
+        # every statement has a `loc` field; declared here for the type checker only, so it does
+        # not become a (leading, default-less) dataclass field of every subclass
+        @property
+        def loc(self) -> SourceLoc: ...
 
 
 @dataclass(frozen=True)
@@ -249,7 +253,7 @@ class Kernel:
     bufs: list[Buf] = field(default_factory=list)
     placement: dict[int, Placement] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
-    options: dict[str, object] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # user keyword options, any values
     scalar_vars: dict[str, str] = field(default_factory=dict)  # name -> i64/f64
 
     def loc_id(self, loc: SourceLoc) -> int:
@@ -339,7 +343,7 @@ def _tag(s: Stmt, core: bool) -> str:
 def _dump_body(body: tuple[Stmt, ...], ind: int, out: list[str], core: bool) -> None:
     pad = "  " * ind
     for s in body:
-        line = f"  # line {s.loc.line}" if s.loc.line else ""  # type: ignore[attr-defined]
+        line = f"  # line {s.loc.line}" if s.loc.line else ""
         if isinstance(s, For):
             kind = f" {s.kind}" if s.kind != "range" else ""
             out.append(f"{pad}for{kind} {s.var} in range({fmt(s.start)}, {fmt(s.stop)}, {fmt(s.step)}):{line}")

@@ -13,12 +13,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import llvmlite
 import llvmlite.binding as llvm
 
 _LOCK = threading.RLock()
-_STATE: dict[str, object] = {}
+_STATE: dict[str, Any] = {}  # llvmlite's target, target machine, ...
 _SRC: dict[str, str] = {}
 _ENGINES: list[object] = []  # kept alive: their code is in use
 MAGIC = b"VINCI-OBJ-1\n"
@@ -36,8 +37,8 @@ def _init() -> None:
     _STATE["tm"] = _machine()
 
 
-def _machine():  # type: ignore[no-untyped-def]
-    return _STATE["target"].create_target_machine(  # type: ignore[attr-defined]
+def _machine() -> Any:  # an llvmlite TargetMachine
+    return _STATE["target"].create_target_machine(
         cpu=_STATE["cpu"], features=_STATE["features"], opt=3, reloc="pic", codemodel="jitdefault")
 
 
@@ -63,7 +64,7 @@ class Compiled:
     from_cache: str  # "memory" | "disk" | "" (compiled now)
 
 
-def _tuning():  # type: ignore[no-untyped-def]
+def _tuning() -> Any:  # an llvmlite PipelineTuningOptions
     """O3 with the loop and SLP vectorisers, without generic unrolling or interleaving: the hot
     loops are memory-bound copies and vector ops, the cube micro-kernels unroll themselves, and
     both cost ~30% of the compile time for no host speed we could measure (vadd, matmul)."""
@@ -82,9 +83,9 @@ def optimize_to_object(ir_text: str) -> tuple[bytes, str]:
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
         tm = _STATE["tm"]
-        pb = llvm.create_pass_builder(tm, _tuning())  # type: ignore[arg-type]
+        pb = llvm.create_pass_builder(tm, _tuning())
         pb.getModulePassManager().run(mod, pb)  # a fresh manager per module (reuse aborts)
-        return tm.emit_object(mod), str(mod)  # type: ignore[attr-defined]
+        return tm.emit_object(mod), str(mod)
 
 
 def assembly(ir_text: str) -> str:
@@ -92,9 +93,9 @@ def assembly(ir_text: str) -> str:
         _init()
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
-        pb = llvm.create_pass_builder(_STATE["tm"], _tuning())  # type: ignore[arg-type]
+        pb = llvm.create_pass_builder(_STATE["tm"], _tuning())
         pb.getModulePassManager().run(mod, pb)
-        return _STATE["tm"].emit_assembly(mod)  # type: ignore[attr-defined]
+        return _STATE["tm"].emit_assembly(mod)
 
 
 def load_object(obj: bytes, symbol: str) -> int:
@@ -103,9 +104,9 @@ def load_object(obj: bytes, symbol: str) -> int:
         # one engine per object: several objects in one MCJIT engine mis-resolve local symbols
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _machine())
         _ENGINES.append(engine)
-        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))  # type: ignore[attr-defined]
-        engine.finalize_object()  # type: ignore[attr-defined]
-        addr = engine.get_function_address(symbol)  # type: ignore[attr-defined]
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+        addr = engine.get_function_address(symbol)
         if not addr:
             raise RuntimeError(f"symbol {symbol} missing from compiled object")
         return addr
@@ -156,7 +157,7 @@ def write_entry(key: str, obj: bytes, meta: object) -> None:
         pass  # a read-only cache only costs a recompile
 
 
-def get_or_compile(key: str, symbol: str, build) -> tuple[Compiled, object]:  # type: ignore[no-untyped-def]
+def get_or_compile(key: str, symbol: str, build: Callable[[], tuple[str, object]]) -> tuple[Compiled, object]:
     """Load kernel `key` from memory, then disk, else `build() -> (ir_text, meta)` and compile it."""
     hit = _MEMORY.get(key)
     if hit is not None:
@@ -193,4 +194,4 @@ def source_hash() -> str:
                     d.update(str(p.relative_to(root)).encode())
                     d.update(p.read_bytes())
         h = _SRC["srchash"] = d.hexdigest()
-    return h  # type: ignore[return-value]
+    return h

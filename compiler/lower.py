@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass, field
+from typing import TypedDict, Unpack, cast
 
 from compiler import sexpr as S
 from compiler.ir import (
@@ -118,6 +119,14 @@ def declare_params(fdef: A.FunctionDef, env: dict) -> list[ParamDecl]:
 
 
 # ------------------------------------------------------------------ lowering
+class BufOptions(TypedDict, total=False):
+    """The `Buf` fields `Lowerer.new_buf` passes through (from dsl.alloc)."""
+
+    explicit: bool
+    offset: int | None
+    buffers: int | None
+
+
 @dataclass
 class Scope:
     names: dict[str, object] = field(default_factory=dict)
@@ -180,10 +189,10 @@ class Lowerer(CallLowering, CubeLowering):
                   "kernels can use dsl, dtypes, and int/float constants from the module")
 
     def new_buf(self, name: str, dtype: DType, rank: int, cap: tuple[SExpr, SExpr], ext: tuple[SExpr, SExpr],
-                loc: SourceLoc, mem: Mem = Mem.UB, **kw: object) -> Buf:
+                loc: SourceLoc, mem: Mem = Mem.UB, **kw: Unpack[BufOptions]) -> Buf:
         self.nbuf += 1
         b = Buf(self.nbuf, f"{name}{self.nbuf}" if name.startswith("t") and name[1:].isdigit() or name == "t" else
-                f"{name}.{self.nbuf}", dtype, rank, cap, ext, mem, loc, depth=self.depth, **kw)  # type: ignore[arg-type]
+                f"{name}.{self.nbuf}", dtype, rank, cap, ext, mem, loc, depth=self.depth, **kw)
         self.kernel.bufs.append(b)
         return b
 
@@ -328,9 +337,11 @@ class Lowerer(CallLowering, CubeLowering):
             raise err("E210", "a kernel loop must iterate over dsl.tiles(...) or dsl.range(...)", it.loc)
         args = self.call_args(fname, it)
         targets = s.target.elts if isinstance(s.target, A.Tuple) else (s.target,)
+        names: list[str] = []
         for t in targets:
             if not isinstance(t, A.Name):
                 raise err("E210", "loop targets must be names", t.loc)
+            names.append(t.id)
         itv = self.new_var("it", I64)
         self.depth += 1
         self.scopes.append({})
@@ -339,30 +350,31 @@ class Lowerer(CallLowering, CubeLowering):
             if fname == "range":
                 a, b, step = (self.scalar(args[k], it.loc, k) if args[k] is not None else None
                               for k in ("a", "b", "step"))
+                assert a is not None  # a required argument of dsl.range (checked by call_args)
                 start, stop = (S.const(0), a) if b is None else (a, b)
                 step = step if step is not None else ONE
                 if step.is_const and step.value == 0:
                     raise err("E207", "dsl.range step must not be 0", it.loc)
                 if len(targets) != 1:
                     raise err("E205", "dsl.range gives one index", s.target.loc)
-                v = self.new_var(targets[0].id, I64)
+                v = self.new_var(names[0], I64)
                 if step.is_const and step.value > 1:
                     ln = S.smin(step, S.sub(stop, S.var(v)))
-                    self.bind(targets[0].id, SW(S.var(v), False, ln, step))
+                    self.bind(names[0], SW(S.var(v), False, ln, step))
                 else:
-                    self.bind(targets[0].id, SV(S.var(v)))
-                self.frozen_loop(targets[0].id)
+                    self.bind(names[0], SV(S.var(v)))
+                self.frozen_loop(names[0])
                 kind, tile, var = "range", None, v
             elif fname == "tiles":
                 n = self.scalar(args["n"], it.loc, "n")
                 size = self.static_int(args["tile"], it.args[1].loc if len(it.args) > 1 else it.loc, "tile size")
                 if len(targets) != 1:
                     raise err("E205", "dsl.tiles gives one tile range", s.target.loc)
-                var = self.new_var(targets[0].id + ".idx", I64)
+                var = self.new_var(names[0] + ".idx", I64)
                 idx = S.var(var)
                 start_e = S.mul(idx, size)
-                self.bind(targets[0].id, TR(start_e, S.smin(S.const(size), S.sub(n, start_e)), S.const(size), idx))
-                self.frozen_loop(targets[0].id)
+                self.bind(names[0], TR(start_e, S.smin(S.const(size), S.sub(n, start_e)), S.const(size), idx))
+                self.frozen_loop(names[0])
                 start, stop, step = S.const(0), S.ceil_div(n, size), ONE
                 kind, tile = "tiles", (S.const(size), n)
             else:  # tiles2d
@@ -378,10 +390,10 @@ class Lowerer(CallLowering, CubeLowering):
                 nb = S.ceil_div(n, bn)
                 mi, ni = S.binary("//", idx, nb), S.binary("%", idx, nb)
                 ms, ns = S.mul(mi, bm), S.mul(ni, bn)
-                self.bind(targets[0].id, TR(ms, S.smin(S.const(bm), S.sub(m, ms)), S.const(bm), mi))
-                self.bind(targets[1].id, TR(ns, S.smin(S.const(bn), S.sub(n, ns)), S.const(bn), ni))
-                for t in targets:
-                    self.frozen_loop(t.id)
+                self.bind(names[0], TR(ms, S.smin(S.const(bm), S.sub(m, ms)), S.const(bm), mi))
+                self.bind(names[1], TR(ns, S.smin(S.const(bn), S.sub(n, ns)), S.const(bn), ni))
+                for name in names:
+                    self.frozen_loop(name)
                 start, stop, step = S.const(0), S.mul(S.ceil_div(m, bm), nb), ONE
                 kind, tile = "tiles", (S.const(bm * bn), S.mul(m, n))
             self.block(s.body)
@@ -597,8 +609,9 @@ class Lowerer(CallLowering, CubeLowering):
         cols = dims[tiled[-1]]
         rows = dims[tiled[0]] if len(tiled) == 2 else (S.const(0), ONE, ONE, False)
         stride = strides[tiled[0]] if len(tiled) == 2 else cols[1]
-        step = S.const(steps[tiled[-1]]) if steps[tiled[-1]] != 1 else None
-        ref = GMRef(g.p.slot, g.p.name, g.p.dtype, offset, rows[1], cols[1], stride, g.numel(), step)
+        col_step = S.const(steps[tiled[-1]]) if steps[tiled[-1]] != 1 else None
+        assert g.p.dtype is not None  # a GM parameter always has a dtype
+        ref = GMRef(g.p.slot, g.p.name, g.p.dtype, offset, rows[1], cols[1], stride, g.numel(), col_step)
         full = (g.shape(tiled[0]) if len(tiled) == 2 else ONE, g.shape(tiled[-1]))
         return RV(g, ref, len(tiled), (rows[2], cols[2]), full=full)
 
@@ -623,14 +636,14 @@ class Lowerer(CallLowering, CubeLowering):
         fv = self.fixable(value)
         if fv is not None:
             b = fv.buf
-            if fv.fix.dtype != r.ref.dtype:  # type: ignore[attr-defined]
-                raise err("E204", f"cannot store a {fv.fix.dtype} result into '{r.ref.name}' of {r.ref.dtype}", loc,  # type: ignore
+            if fv.fix.dtype != r.ref.dtype:
+                raise err("E204", f"cannot store a {fv.fix.dtype} result into '{r.ref.name}' of {r.ref.dtype}", loc,
                           f"cast it on the way out: dsl.cast(acc, {r.ref.dtype}) (done by the FIX pipe)")
             if r.rank != 2 and b.rank == 2:
                 raise err("E205", f"cannot store a 2-D result into a rank-{r.rank} window of '{r.ref.name}'", loc)
             for d, what in ((0, "rows"), (1, "columns")):
                 self.extent_check(b.ext[d], (r.ref.rows, r.ref.cols)[d], b.cap[d], r.cap[d], loc, f"store {what}")
-            self.emit(Store(r.ref, b, None, loc, fv.fix))  # type: ignore[arg-type]
+            self.emit(Store(r.ref, b, None, loc, fv.fix))
             return
         if isinstance(value, RV):
             value = TV(self.load(value, loc))
@@ -701,7 +714,7 @@ class Lowerer(CallLowering, CubeLowering):
                 raise err("E210", "a window of x.T can only be a matmul operand", loc)
             return self.load(v, loc)
         if isinstance(v, MV):
-            return self.materialize(FV(self.mmad_new(v, loc, "t"), Fix(v.acc)), loc)  # type: ignore[arg-type]
+            return self.materialize(FV(self.mmad_new(v, loc, "t"), Fix(v.acc)), loc)
         if isinstance(v, FV):
             return self.materialize(v, loc)
         return None
@@ -714,10 +727,9 @@ class Lowerer(CallLowering, CubeLowering):
             return TV(self.accumulate(a.buf, b, loc))
         if op == "+" and isinstance(a, MV) and isinstance(b, TV):
             return TV(self.accumulate(b.buf, a, loc))
-        if op == "*" and isinstance(b, SV) and self.fixable(a) is not None:
-            fv = self.fixable(a)
-            if fv.fix.scale is None and not fv.fix.relu and fv.fix.dtype == fv.buf.dtype:  # type: ignore[union-attr]
-                return FV(fv.buf, Fix(fv.buf.dtype, False, S.to_float(b.e)))  # type: ignore[union-attr]
+        if op == "*" and isinstance(b, SV) and (fv := self.fixable(a)) is not None:
+            if fv.fix.scale is None and not fv.fix.relu and fv.fix.dtype == fv.buf.dtype:
+                return FV(fv.buf, Fix(fv.buf.dtype, False, S.to_float(b.e)))
         ta, tb = self.as_tile(a, loc), self.as_tile(b, loc)
         if ta is None and tb is None:
             if isinstance(a, SV) and isinstance(b, SV):
@@ -739,7 +751,7 @@ class Lowerer(CallLowering, CubeLowering):
             raise err("E204", f"dtype mismatch: {bufs[0].dtype} {sym} {bufs[1].dtype}", loc,
                       f"cast one side first, e.g. dsl.cast(x, {bufs[0].dtype})")
         self.check_dtype(instr, dtype, loc, sym)
-        srcs = tuple(x if isinstance(x, Buf) else self.scalar_for(x, dtype, loc) for x in (a, b))
+        srcs = tuple(x if isinstance(x, Buf) else self.scalar_for(cast(SV, x), dtype, loc) for x in (a, b))  # checked above
         rank, cap, ext = self.broadcast(bufs, loc, sym)
         dst = self.tmp(out_dtype or dtype, rank, cap, ext, loc)
         self.emit(VOp(instr, dst, srcs, arg, loc))
@@ -760,15 +772,18 @@ class Lowerer(CallLowering, CubeLowering):
         for d in (0, 1):
             ca, cb = a.cap[d], b.cap[d]
             if ca == ONE and cb != ONE:
-                cap.append(cb), ext.append(b.ext[d])
+                cap.append(cb)
+                ext.append(b.ext[d])
             elif cb == ONE and ca != ONE:
-                cap.append(ca), ext.append(a.ext[d])
+                cap.append(ca)
+                ext.append(a.ext[d])
             else:
                 if ca.is_const and cb.is_const and ca.value != cb.value:
                     raise err("E205", f"shape mismatch: [{a.shape_str}] {sym} [{b.shape_str}]", loc,
                               "tiles must have equal shapes, or size 1 where one is broadcast")
                 self.extent_check(a.ext[d], b.ext[d], ca, cb, loc, f"'{sym}'")
-                cap.append(ca), ext.append(a.ext[d])
+                cap.append(ca)
+                ext.append(a.ext[d])
         return rank, (cap[0], cap[1]), (ext[0], ext[1])
 
     def unaryop(self, e: A.UnaryOp) -> object:

@@ -6,8 +6,10 @@ real signature.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Unpack
+
 from compiler import sexpr as S
-from compiler.ir import Buf, Check, Fix, Load, Move, Print, SetVar, VOp
+from compiler.ir import Buf, Check, Fix, Load, Move, Print, SetVar, Stmt, VOp
 from compiler.lower_cube import _fix_cast_ok
 from compiler.sexpr import F64, I64, SExpr
 from compiler.values import FV, RV, SV, TV, Obj, TupleV
@@ -16,6 +18,9 @@ from dsl.builtins import SPECS, UNARY, Builtin
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import DType, Mem, boolean
 from simulator.isa import Instr
+
+if TYPE_CHECKING:
+    from compiler.lower import BufOptions
 
 UNARY_INSTR = {"exp": Instr.VEXP, "log": Instr.VLOG, "sqrt": Instr.VSQRT, "rsqrt": Instr.VRSQRT,
                "abs": Instr.VABS, "neg": Instr.VNEG, "relu": Instr.VRELU, "sigmoid": Instr.VSIGMOID,
@@ -30,6 +35,31 @@ def err(code: str, msg: str, loc: SourceLoc | None, hint: str | None = None) -> 
 
 class CallLowering:
     """Mixed into `compiler.lower.Lowerer` (which provides expr, emit, as_tile, vbinary, ...)."""
+
+    if TYPE_CHECKING:
+        # provided by compiler.lower.Lowerer (and its other mixin, compiler.lower_cube.CubeLowering)
+        zero_cand: dict[int, tuple[VOp, str]]
+        acc_init: dict[int, str]
+
+        def emit(self, s: Stmt) -> None: ...
+        def new_buf(self, name: str, dtype: DType, rank: int, cap: tuple[SExpr, SExpr], ext: tuple[SExpr, SExpr],
+                    loc: SourceLoc, mem: Mem = Mem.UB, **kw: Unpack[BufOptions]) -> Buf: ...
+        def tmp(self, dtype: DType, rank: int, cap: tuple[SExpr, SExpr], ext: tuple[SExpr, SExpr],
+                loc: SourceLoc) -> Buf: ...
+        def new_var(self, hint: str, ty: str) -> str: ...
+        def expr(self, e: A.Expr, stmt: bool = False) -> object: ...
+        def scalar(self, v: object, loc: SourceLoc, what: object = "value") -> SExpr: ...
+        def static_int(self, v: object, loc: SourceLoc, what: str) -> int: ...
+        def scalar_for(self, v: SV, dtype: DType, loc: SourceLoc) -> SExpr: ...
+        def as_tile(self, v: object, loc: SourceLoc) -> Buf | None: ...
+        def store(self, r: RV, value: object, loc: SourceLoc) -> None: ...
+        def vunary(self, instr: Instr, t: Buf, loc: SourceLoc, sym: str) -> Buf: ...
+        def vbinary(self, instr: Instr, a: object, b: object, loc: SourceLoc, sym: str, arg: object = None,
+                    out_dtype: DType | None = None) -> Buf: ...
+        def broadcast(self, bufs: list[Buf], loc: SourceLoc,
+                      sym: str) -> tuple[int, tuple[SExpr, SExpr], tuple[SExpr, SExpr]]: ...
+        def fixable(self, v: object) -> FV | None: ...
+        def matmul(self, a: object, b: object, loc: SourceLoc) -> object: ...
 
     def call_args(self, name: str, c: A.Call) -> dict[str, object]:
         req, opt, _ = SPECS[name]
@@ -103,8 +133,8 @@ class CallLowering:
         if name in UNARY:
             v = args["x"]
             fv = self.fixable(v)
-            if name == "relu" and fv is not None and not fv.fix.relu and fv.fix.dtype == fv.buf.dtype:  # type: ignore
-                return FV(fv.buf, Fix(fv.buf.dtype, True, fv.fix.scale))  # type: ignore[attr-defined]
+            if name == "relu" and fv is not None and not fv.fix.relu and fv.fix.dtype == fv.buf.dtype:
+                return FV(fv.buf, Fix(fv.buf.dtype, True, fv.fix.scale))
             t = self.as_tile(v, loc)
             if t is None:
                 x = self.scalar(v, loc)
@@ -136,7 +166,9 @@ class CallLowering:
             return Obj(None)
         if name == "print":
             items: list = []
-            for v in args["items"]:
+            vals = args["items"]
+            assert isinstance(vals, list)  # call_args("print", ...) gives the list of arguments
+            for v in vals:
                 if isinstance(v, Obj) and isinstance(v.value, str):
                     items.append(v.value)
                 elif isinstance(v, SV):
@@ -159,8 +191,8 @@ class CallLowering:
     def cast(self, v: object, dt: object, loc: SourceLoc) -> object:
         dtype = self.dtype_arg(dt, loc)
         fv = self.fixable(v)
-        if fv is not None and fv.fix.dtype == fv.buf.dtype and _fix_cast_ok(fv.buf.dtype, dtype):  # type: ignore
-            return FV(fv.buf, Fix(dtype, fv.fix.relu, fv.fix.scale))  # type: ignore[attr-defined]
+        if fv is not None and fv.fix.dtype == fv.buf.dtype and _fix_cast_ok(fv.buf.dtype, dtype):
+            return FV(fv.buf, Fix(dtype, fv.fix.relu, fv.fix.scale))
         t = self.as_tile(v, loc)
         if t is None:
             x = self.scalar(v, loc)
@@ -182,8 +214,8 @@ class CallLowering:
             raise err("E209", "dsl.where() needs at least one tile among its values", loc,
                       "for two scalars, fill a tile first with dsl.full")
         dtype = tiles[0].dtype
-        if len(tiles) == 2 and ta.dtype != tb.dtype:  # type: ignore[union-attr]
-            raise err("E204", f"dtype mismatch in dsl.where: {ta.dtype} vs {tb.dtype}", loc)  # type: ignore[union-attr]
+        if ta is not None and tb is not None and ta.dtype != tb.dtype:
+            raise err("E204", f"dtype mismatch in dsl.where: {ta.dtype} vs {tb.dtype}", loc)
         srcs = tuple(x if x is not None else self.scalar_for(v, dtype, loc) for x, v in ((ta, a), (tb, b)))
         rank, cap, ext = self.broadcast([c, tiles[0]], loc, "where")
         if len(tiles) == 2:
@@ -294,7 +326,9 @@ class CallLowering:
                 raise err("E204", f"dtype mismatch in copy: {dst.buf.dtype} <- {src.buf.dtype}", loc,
                           "use dsl.cast to convert")
             self.set_ext(dst.buf, src.buf.ext, loc)
-            self.emit(Move(dst.buf, src.buf, None, loc))
+            # out of L0C every move goes through the FIX pipe (here converting nothing), as in materialize
+            fix = Fix(src.buf.dtype) if src.buf.mem == Mem.L0C else None
+            self.emit(Move(dst.buf, src.buf, None, loc, False, fix))
         else:
             raise err("E209", "dsl.copy(dst, src) copies between a GM window and a buffer, or two buffers", loc)
 

@@ -8,8 +8,10 @@ fused there (`FV`); anything else moves it to UB for the vector unit.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from compiler import sexpr as S
-from compiler.ir import Buf, Check, Fix, Load, Mmad, Move, SetVar
+from compiler.ir import Buf, Check, Fix, Load, Mmad, Move, SetVar, Stmt, VOp
 from compiler.sexpr import SExpr
 from compiler.values import FV, MV, RV, TV
 from dsl.errors import KernelError, SourceLoc
@@ -23,6 +25,19 @@ def err(code: str, msg: str, loc: SourceLoc | None, hint: str | None = None) -> 
 class CubeLowering:
     """Mixed into `compiler.lower.Lowerer` (which provides emit, new_buf, tmp, new_var, ...)."""
 
+    if TYPE_CHECKING:
+        # provided by compiler.lower.Lowerer
+        bodies: list[list[Stmt]]
+        zero_cand: dict[int, tuple[VOp, str]]
+        acc_init: dict[int, str]
+
+        def emit(self, s: Stmt) -> None: ...
+        def new_buf(self, name: str, dtype: DType, rank: int, cap: tuple[SExpr, SExpr], ext: tuple[SExpr, SExpr],
+                    loc: SourceLoc, mem: Mem = Mem.UB) -> Buf: ...
+        def tmp(self, dtype: DType, rank: int, cap: tuple[SExpr, SExpr], ext: tuple[SExpr, SExpr],
+                loc: SourceLoc) -> Buf: ...
+        def require_static_or_shape(self, c: SExpr, loc: SourceLoc) -> None: ...
+
     def fixable(self, v: object) -> FV | None:
         """An L0C value the FIX pipe can still post-process, as an FV."""
         if isinstance(v, FV):
@@ -34,8 +49,8 @@ class CubeLowering:
     def materialize(self, fv: FV, loc: SourceLoc) -> Buf:
         """L0C -> UB through the FIX pipe (applying its scale/relu/cast), for the vector unit."""
         src = fv.buf
-        dst = self.tmp(fv.fix.dtype, src.rank, src.cap, src.ext, loc)  # type: ignore[attr-defined]
-        self.emit(Move(dst, src, None, loc, False, fv.fix))  # type: ignore[arg-type]
+        dst = self.tmp(fv.fix.dtype, src.rank, src.cap, src.ext, loc)
+        self.emit(Move(dst, src, None, loc, False, fv.fix))
         return dst
 
     def operand(self, v: object, role: str, loc: SourceLoc) -> tuple[Buf, bool, SExpr, SExpr, tuple[SExpr, SExpr]]:
@@ -97,7 +112,7 @@ class CubeLowering:
         return MV(a0, b0, m, n, ka, acc, (capa[0], capb[1]))
 
     def mmad_new(self, mv: MV, loc: SourceLoc, name: str) -> Buf:
-        c = self.new_buf(name if name != "t" else "acc", mv.acc, 2, mv.cap, (mv.m, mv.n), loc, Mem.L0C)  # type: ignore
+        c = self.new_buf(name if name != "t" else "acc", mv.acc, 2, mv.cap, (mv.m, mv.n), loc, Mem.L0C)
         self.emit(Mmad(c, mv.a, mv.b, mv.m, mv.n, mv.k, S.const(1), loc))
         return c
 
@@ -124,12 +139,12 @@ class CubeLowering:
             if x.is_const and y.is_const and x.value != y.value:
                 raise err("E205", f"the product is [{_d(mv.cap[0])}x{_d(mv.cap[1])}] but the accumulator is "
                           f"[{_d(acc.cap[0])}x{_d(acc.cap[1])}]", loc)
-        var = self.acc_init.get(acc.id)
-        if var is not None:
-            init = S.var(var)
+        flag = self.acc_init.get(acc.id)
+        if flag is not None:
+            init = S.var(flag)
         self.emit(Mmad(acc, mv.a, mv.b, mv.m, mv.n, mv.k, init, loc))
-        if var is not None:
-            self.emit(SetVar(var, S.const(0), loc))
+        if flag is not None:
+            self.emit(SetVar(flag, S.const(0), loc))
         return acc
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from compiler import jit
 from dsl.errors import SourceLoc
@@ -18,6 +18,7 @@ from dsl.errors import SourceLoc
 if TYPE_CHECKING:
     from compiler.ir import Kernel, ParamSpec
     from dsl import ast as A
+    from simulator.config import HwConfig
 
 
 def stages() -> list[tuple[str, Any]]:
@@ -52,7 +53,7 @@ class Plan:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg,  # type: ignore[no-untyped-def]
+def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg: HwConfig,
             stop: str | None = None, timings: dict[str, float] | None = None) -> Kernel:
     from compiler.lower import lower
 
@@ -70,7 +71,7 @@ def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: di
     return k
 
 
-def cache_key(source: str, spec: tuple, options: dict, cfg) -> str:  # type: ignore[no-untyped-def]
+def cache_key(source: str, spec: tuple, options: dict, cfg: HwConfig) -> str:
     h = hashlib.sha256()
     from compiler.cube import host_isa
 
@@ -86,7 +87,7 @@ def symbol_for(name: str, key: str) -> str:
 
 
 def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[ParamSpec], spec: tuple,
-                   options: dict, cfg) -> tuple[jit.Compiled, Plan]:  # type: ignore[no-untyped-def]
+                   options: dict, cfg: HwConfig) -> tuple[jit.Compiled, Plan]:
     key = cache_key(source, spec, options, cfg)
     sym = symbol_for(fdef.name, key)
 
@@ -103,10 +104,11 @@ def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[Par
         prints = any(isinstance(x, Print) for x in walk(k.body))
         return text, Plan(fdef.name, sym, params, k.nwords, checks, k.locs, strings, prints, timings)
 
-    return jit.get_or_compile(key, sym, build)  # type: ignore[return-value]
+    compiled, meta = jit.get_or_compile(key, sym, build)
+    return compiled, cast(Plan, meta)  # the cache holds what build() returned
 
 
-def emit(stage: str, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg) -> str:  # type: ignore[no-untyped-def]
+def emit(stage: str, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg: HwConfig) -> str:
     """Text of one stage, for `vinci compile --emit`."""
     from compiler.codegen import generate
     from compiler.ir import dump

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 # The run-time value of an expression, as the native code computes it (wrapping i64, x // 0 == 0,
 # IEEE f64), is `compiler.interpret.seval`: one set of rules for the interpreter and for tests.
-from typing import Union
+from typing import Any, Callable, Union
 
 I64 = "i64"
 F64 = "f64"
@@ -66,7 +66,7 @@ def arg(slot: int, ty: str = I64) -> SExpr:
 CORE_ID = SExpr("core_id")
 NUM_CORES = SExpr("num_cores")
 
-_INT_FOLD = {
+_INT_FOLD: dict[str, Callable[[Any, Any], Any]] = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "//": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None,
     "min": min, "max": max, "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b),

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.ir import Buf, GMRef, ParamSpec
+from compiler.ir import Buf, Fix, GMRef, ParamSpec
 from compiler.sexpr import F64, SExpr
+from dsl.types import DType
 
 
 @dataclass
@@ -81,7 +82,7 @@ class MV:
     m: SExpr
     n: SExpr
     k: SExpr
-    acc: object  # DType of the accumulator (f32 or i32)
+    acc: DType  # of the accumulator (f32 or i32)
     cap: tuple[SExpr, SExpr]
 
 
@@ -90,7 +91,7 @@ class FV:
     """An L0C tile with FIX-pipe epilogue ops pending (scale, relu, cast): fused into the move out."""
 
     buf: Buf
-    fix: object  # compiler.ir.Fix
+    fix: Fix
 
 
 @dataclass

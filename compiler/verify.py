@@ -8,11 +8,15 @@ balanced in every loop body (and primes match drains) and event ids are in range
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
 from compiler.ir import Buf, Check, Flag, For, If, Kernel, Load, Mmad, Move, Print, SetVar, Stmt, Store, VOp, accesses
 from dsl.types import Mem
 from simulator.isa import EVENT_IDS_PER_PAIR, ROUTE
+
+if TYPE_CHECKING:
+    from simulator.config import HwConfig
 
 ORDER = ("tile", "split_cores", "assign_units", "place_buffers", "insert_sync")
 
@@ -21,7 +25,7 @@ class VerifyError(AssertionError):
     pass
 
 
-def verify(k: Kernel, stage: str, cfg=None) -> None:  # type: ignore[no-untyped-def]
+def verify(k: Kernel, stage: str, cfg: HwConfig | None = None) -> None:
     """Raise VerifyError if `k` breaks an invariant that should hold after `stage`."""
     done = ORDER.index(stage)
     defined = {p.name for p in k.params}
@@ -32,18 +36,18 @@ def _after(done: int, stage: str) -> bool:
     return done >= ORDER.index(stage)
 
 
-def _body(k: Kernel, body: tuple[Stmt, ...], names: set[str], done: int, cfg) -> None:  # type: ignore[no-untyped-def]
+def _body(k: Kernel, body: tuple[Stmt, ...], names: set[str], done: int, cfg: HwConfig | None) -> None:
     for s in body:
         _stmt(k, s, names, done, cfg)
     if _after(done, "insert_sync"):
         _balanced(body)
 
 
-def _stmt(k: Kernel, s: Stmt, names: set[str], done: int, cfg) -> None:  # type: ignore[no-untyped-def]
+def _stmt(k: Kernel, s: Stmt, names: set[str], done: int, cfg: HwConfig | None) -> None:
     for e in _exprs(s):
         free = S.free_vars(e) - names
         if free:
-            raise VerifyError(f"{type(s).__name__} at line {s.loc.line} reads undefined scalars {sorted(free)}")  # type: ignore
+            raise VerifyError(f"{type(s).__name__} at line {s.loc.line} reads undefined scalars {sorted(free)}")
     if isinstance(s, For):
         _body(k, s.body, names | {s.var, s.it}, done, cfg)
         return
@@ -55,12 +59,14 @@ def _stmt(k: Kernel, s: Stmt, names: set[str], done: int, cfg) -> None:  # type:
         if s.instr is None:
             raise VerifyError(f"{type(s).__name__} at line {s.loc.line} has no route")
         src, dst = ROUTE[s.instr]
-        mems = {Load: (Mem.GM, getattr(s, "dst", None)), Store: (getattr(s, "src", None), Mem.GM)}
-        a, b = mems.get(type(s), (s.src, s.dst))  # type: ignore[attr-defined]
-        a = a.mem if isinstance(a, Buf) else a
-        b = b.mem if isinstance(b, Buf) else b
-        if (a.value, b.value) != (src.name, dst.name):
-            raise VerifyError(f"{s.instr.name} at line {s.loc.line} moves {a.value}->{b.value}")
+        if isinstance(s, Load):
+            ma, mb = Mem.GM, s.dst.mem
+        elif isinstance(s, Store):
+            ma, mb = s.src.mem, Mem.GM
+        else:
+            ma, mb = s.src.mem, s.dst.mem
+        if (ma.value, mb.value) != (src.name, dst.name):
+            raise VerifyError(f"{s.instr.name} at line {s.loc.line} moves {ma.value}->{mb.value}")
     if isinstance(s, VOp) and _after(done, "assign_units"):
         for b in (s.dst, *s.srcs):
             if isinstance(b, Buf) and b.mem != Mem.UB:

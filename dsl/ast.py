@@ -7,18 +7,23 @@ Operators are kept as their Python spelling ("+", "<=", "not", "@", ...).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dsl.errors import UNKNOWN, SourceLoc
 
 
 def _loc() -> SourceLoc:
-    return field(default=UNKNOWN, compare=False, repr=False)  # type: ignore[return-value]
+    return field(default=UNKNOWN, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------- expressions
 @dataclass(frozen=True)
 class Expr:
-    pass
+    if TYPE_CHECKING:
+        # every expression node has a `loc` field; declared here for the type checker only, so it
+        # does not become a (leading, default-less) dataclass field of every subclass
+        @property
+        def loc(self) -> SourceLoc: ...
 
 
 @dataclass(frozen=True)
@@ -202,7 +207,7 @@ def dump(node: object, indent: int = 0) -> str:
         return "\n".join(dump(n, indent) for n in node)
     if not hasattr(node, "__dataclass_fields__"):
         return pad + repr(node)
-    fields = [f for f in node.__dataclass_fields__ if f != "loc"]  # type: ignore[attr-defined]
+    fields = [f for f in node.__dataclass_fields__ if f != "loc"]
     simple, nested = [], []
     for f in fields:
         v = getattr(node, f)

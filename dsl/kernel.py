@@ -16,13 +16,17 @@ import math
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import BY_CODE, DType, from_numpy, from_torch
+
+if TYPE_CHECKING:
+    from dsl import ast as A
 
 
 def _strip(e: KernelError) -> KernelError:
@@ -206,7 +210,9 @@ class Kernel:
         """The compiler's parameter specs and the specialisation key for bound arguments."""
         from compiler.ir import ParamSpec
 
-        spec, params, slot = [], [], 0
+        spec: list[tuple[str | int, ...]] = []
+        params: list[Any] = []
+        slot = 0
         for d, v, info in zip(self.decls, values, infos):
             if d.kind == "gm":
                 assert info is not None
@@ -273,7 +279,7 @@ class Kernel:
 _MISSING = object()
 
 
-def _names(node: Any):  # type: ignore[no-untyped-def]
+def _names(node: Any) -> Iterator[A.Name]:
     """Every `Name` node in an AST."""
     from dsl import ast as A
 
@@ -298,7 +304,9 @@ class Launch:
         self._launch(args, kwargs, trace=False)
 
     def profile(self, *args: Any, **kwargs: Any) -> "Run":
-        return self._launch(args, kwargs, trace=True)  # type: ignore[return-value]
+        run = self._launch(args, kwargs, trace=True)
+        assert run is not None  # a traced launch always returns its Run
+        return run
 
     def prepare(self, *args: Any, **kwargs: Any) -> "Prepared":
         """Bind, specialise and marshal the arguments once; the result relaunches with no Python
@@ -349,7 +357,8 @@ class Launch:
 
         locs = [(loc.file, loc.line, loc.col, _line(loc)) for loc in plan.locs]
         gm = [info.nbytes for info in infos if info is not None]
-        prof = simulate(events, cfg, locs, gm)  # type: ignore[arg-type]
+        assert events is not None  # a traced run returns its events
+        prof = simulate(events, cfg, locs, gm)
         return Run(prof, cfg, n, plan)
 
 
@@ -358,9 +367,10 @@ def _words(plan: Any, values: list[Any], infos: list[_Arg | None]) -> ctypes.Arr
     words = (ctypes.c_int64 * max(plan.nwords, 1))()
     for p, v, info in zip(plan.params, values, infos):
         if p.kind == "gm":
-            words[p.slot] = info.ptr  # type: ignore[union-attr]
-            words[p.slot + 1] = math.prod(info.shape)  # type: ignore[union-attr]
-            for j, s in enumerate(info.shape):  # type: ignore[union-attr]
+            assert info is not None  # bound for every GM parameter
+            words[p.slot] = info.ptr
+            words[p.slot + 1] = math.prod(info.shape)
+            for j, s in enumerate(info.shape):
                 words[p.slot + 2 + j] = s
         elif p.kind == "scalar":
             words[p.slot] = np.float64(v).view(np.int64).item() if p.scalar_ty == "f64" else int(v)
@@ -448,7 +458,8 @@ class _Printer:
             dt = BY_CODE[b]
             rows, cols, stride = c, d, e
             buf = (ctypes.c_char * max(rows * stride * dt.itemsize, 1)).from_address(a)
-            arr = np.frombuffer(buf, dtype=dt.np, count=rows * stride).reshape(rows, stride)[:, :cols]
+            # ctypes arrays are buffers, but typeshed only says so (__buffer__) for Python >= 3.12
+            arr = np.frombuffer(buf, dtype=dt.np, count=rows * stride).reshape(rows, stride)[:, :cols]  # type: ignore[call-overload]
             parts.append(np.array2string(arr.copy(), precision=4, threshold=64))
 
     def _str(self, loc: int, item: int) -> str:

@@ -142,6 +142,19 @@ _CLOSERS = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
 _CLOSE_OF = {"(": ")", "[": "]", "{": "}"}
 
 
+def _span_of(tok: Token) -> _Span:
+    """A lexed token's (line, col, end_line, end_col): lark types them Optional, the lexer always sets them."""
+    line, col, end_line, end_col = tok.line, tok.column, tok.end_line, tok.end_column
+    assert line is not None and col is not None and end_line is not None and end_col is not None
+    return line, col, end_line, end_col
+
+
+def _at(tok: Token) -> tuple[int, int, int]:
+    """(line, col, end_col) of a lexed token, for a `_Problem`."""
+    line, col, _, end_col = _span_of(tok)
+    return line, col, end_col
+
+
 class _KernelIndenter(Indenter):
     """Python's INDENT/DEDENT rules (like lark's PythonIndenter) with located E100/E103 errors.
 
@@ -162,10 +175,8 @@ class _KernelIndenter(Indenter):
         self.brackets: list[Token] = []
         self.levels: list[tuple[int, int]] = [(0, 0)]  # (width with 8-column tabs, with 1-column tabs)
 
-    @property
-    def always_accept(self) -> tuple[str, ...]:
-        # Keep the rejected keywords in every lexer state, so they are read wherever they appear.
-        return ("_NEWLINE", *_KEYWORD_ERRORS)
+    # Keep the rejected keywords in every lexer state, so they are read wherever they appear.
+    always_accept = ("_NEWLINE", *_KEYWORD_ERRORS)
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         self.brackets, self.levels = [], [(0, 0)]
@@ -179,7 +190,7 @@ class _KernelIndenter(Indenter):
                 continue
             if tok.type in _KEYWORD_ERRORS:  # the lexer read a keyword kernels reject
                 code, message, hint = _KEYWORD_ERRORS[tok.type]
-                raise _Problem(code, message, tok.line, tok.column, tok.end_column, hint)
+                raise _Problem(code, message, *_at(tok), hint)
             if tok.type in _CLOSERS:
                 self._close(tok)
             yield tok
@@ -191,14 +202,14 @@ class _KernelIndenter(Indenter):
 
     def _close(self, tok: Token) -> None:
         if not self.brackets:
-            raise _Problem("E100", f"unmatched '{tok}'", tok.line, tok.column, tok.end_column,
+            raise _Problem("E100", f"unmatched '{tok}'", *_at(tok),
                            "remove it, or add the opening bracket it closes")
         opener = self.brackets.pop()
         if _CLOSERS[tok.type] != opener.value:
-            hint = (f"'{opener}' was opened on line {opener.line + self.offsets[0]}; "
+            hint = (f"'{opener}' was opened on line {_at(opener)[0] + self.offsets[0]}; "
                     f"close it with '{_CLOSE_OF[opener.value]}'")
             raise _Problem("E100", f"closing '{tok}' does not match the opening '{opener}'",
-                           tok.line, tok.column, tok.end_column, hint)
+                           *_at(tok), hint)
 
     def _indentation(self, nl: Token) -> Iterator[Token]:
         ws = nl.value.rsplit("\n", 1)[1]
@@ -206,7 +217,7 @@ class _KernelIndenter(Indenter):
         for ch in ws:
             wide = (wide // 8 + 1) * 8 if ch == "\t" else wide + 1
         narrow = len(ws)
-        line, col = nl.end_line, len(ws) + 1
+        line, col = _span_of(nl)[2], len(ws) + 1
         top_wide, top_narrow = self.levels[-1]
         tab_error = _Problem("E103", "inconsistent use of tabs and spaces in indentation", line, col,
                              hint="indent with spaces only")
@@ -310,7 +321,7 @@ class _ToAst(Transformer):
     # -- locations
     def span(self, x: Any) -> _Span:
         if isinstance(x, Token):
-            return x.line, x.column, x.end_line, x.end_column
+            return _span_of(x)
         return self.spans[id(x)]
 
     def loc(self, first: Any, last: Any = None) -> SourceLoc:
@@ -667,7 +678,9 @@ def _get_parser() -> tuple[Lark, _ToAst, _KernelIndenter]:
         with _build_lock:
             if _parser is None:
                 p = _build()
-                _parser = (p, p.options.transformer, p.options.postlex)
+                conv, indenter = p.options.transformer, p.options.postlex
+                assert isinstance(conv, _ToAst) and isinstance(indenter, _KernelIndenter)
+                _parser = (p, conv, indenter)
     return _parser
 
 
@@ -703,7 +716,7 @@ def _header(stack: list[Any]) -> tuple[str, int] | None:
             prev = stack[i - 1] if i else None
             if tok.type in ("DEF", "ELIF") or prev is None or isinstance(prev, (A.Stmt, tuple, _Clause)) or (
                     isinstance(prev, Token) and prev.type in ("_NEWLINE", "_INDENT", "_DEDENT")):
-                return str(tok), tok.line
+                return str(tok), _at(tok)[0]
     return None
 
 

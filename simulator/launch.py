@@ -74,7 +74,7 @@ def contexts(cfg: HwConfig, n: int) -> Contexts:
 def _pool(threads: int) -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers < threads:  # type: ignore[attr-defined]
+        if _POOL is None or _POOL._max_workers < threads:
             _POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vinci-core")
         return _POOL
 
@@ -109,7 +109,9 @@ def run(address: int, args: ctypes.Array | int, cfg: HwConfig, n: int, threads: 
                 on_print(ctxs.core_of(ctx), list(vals))
             pf = PRINT_FN(_print)
             keep.append(pf)
-            w[:, abi.PRINT_FN] = ctypes.cast(pf, ctypes.c_void_p).value
+            pf_addr = ctypes.cast(pf, ctypes.c_void_p).value
+            assert pf_addr is not None  # a ctypes callback is never NULL
+            w[:, abi.PRINT_FN] = pf_addr
         if trace:
             def _flush(ctx: int) -> None:
                 c = ctxs.core_of(ctx)
@@ -123,7 +125,9 @@ def run(address: int, args: ctypes.Array | int, cfg: HwConfig, n: int, threads: 
             w[:, abi.TRACE_PTR] = [b.ctypes.data for b in bufs]
             w[:, abi.TRACE_COUNT] = 0
             w[:, abi.TRACE_CAP] = TRACE_CAP
-            w[:, abi.TRACE_FLUSH] = ctypes.cast(ff, ctypes.c_void_p).value
+            ff_addr = ctypes.cast(ff, ctypes.c_void_p).value
+            assert ff_addr is not None  # a ctypes callback is never NULL
+            w[:, abi.TRACE_FLUSH] = ff_addr
         try:
             nthreads = max(1, min(threads, n))
             if nthreads == 1:

@@ -328,8 +328,8 @@ class L2Model:
         overlap = (np.minimum(ends[:, None], (lines + 1) * line)
                    - np.maximum(starts[:, None], lines * line))
         lines, overlap = lines[valid], overlap[valid]
-        m = np.frombuffer(self._bitmap(arg, int(lines.max())), dtype=np.uint8)
-        resident = m[lines] != 0
+        bits = np.frombuffer(self._bitmap(arg, int(lines.max())), dtype=np.uint8)
+        resident = bits[lines] != 0
         # a line touched by several bursts of this DMA can only miss on its first touch
         uniq, first_touch = np.unique(lines, return_index=True)
         if uniq.size < lines.size:
@@ -337,9 +337,9 @@ class L2Model:
             again[first_touch] = False
             resident |= again
         hit = int(overlap[resident].sum())
-        new = uniq[m[uniq] == 0]
+        new = uniq[bits[uniq] == 0]
         if new.size:
-            m[new] = 1
+            bits[new] = 1
             self._admit(arg, new, new.size)
         return hit
 

@@ -91,8 +91,8 @@ def _trace_events(profile: Profile, max_events_per_core: int | None) -> list[dic
             info = info_cache.get(code)
             if info is None:
                 instr = Instr(code)
-                kind, tid = INFO[instr]
-                info = info_cache[code] = (instr, kind, int(tid), kind.name.lower())
+                kind, pipe = INFO[instr]
+                info = info_cache[code] = (instr, kind, int(pipe), kind.name.lower())
             instr, kind, tid, cat = info
             if kind == Kind.FLAG:
                 tid = pipe_l[i]

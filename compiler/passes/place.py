@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
 from compiler.ir import Buf, Check, For, If, Kernel, Load, Move, Placement, Print, Stmt, Store, VOp, accesses
@@ -19,6 +20,9 @@ from compiler.sexpr import SExpr
 from dsl.errors import KernelError, fmt_bytes
 from dsl.types import Mem
 from simulator.isa import Instr
+
+if TYPE_CHECKING:
+    from simulator.config import HwConfig
 
 REDUCE_OPS = (Instr.VREDUCE_SUM, Instr.VREDUCE_MAX, Instr.VREDUCE_MIN)
 
@@ -34,10 +38,10 @@ def _scan(body: tuple[Stmt, ...], loops: list[For], pos: list[int], info: dict[i
         if isinstance(s, For):
             start = pos[0]
             _scan(s.body, loops + [s], pos, info)
-            for d in info.values():
+            for u in info.values():
                 # used inside this loop but created before it: it lives through the whole loop
-                if id(s) in d["touch_loops"] and d["first"] < start:
-                    d["last"] = max(d["last"], pos[0])
+                if id(s) in u["touch_loops"] and u["first"] < start:
+                    u["last"] = max(u["last"], pos[0])
             continue
         if isinstance(s, If):
             _scan(s.then, loops, pos, info)
@@ -90,7 +94,7 @@ def _inplace_ok(o: dict, d: dict) -> bool:
     return any(x is ob for x in s.srcs) and ob.cap == db.cap and ob.dtype.itemsize == db.dtype.itemsize
 
 
-def place_buffers(k: Kernel, cfg) -> Kernel:  # type: ignore[no-untyped-def]
+def place_buffers(k: Kernel, cfg: HwConfig) -> Kernel:
     info: dict[int, dict] = {}
     _scan(k.body, [], [0], info)
     nbuf_default = int(k.options.get("buffers", 2))
@@ -171,17 +175,17 @@ def place_buffers(k: Kernel, cfg) -> Kernel:  # type: ignore[no-untyped-def]
         end: SExpr = S.const(-(-static_end // ALIGN) * ALIGN)
         for region in regions:
             head = region[0]
-            off = end
-            end = S.add(off, S.mul(head["slot_bytes"], head["slots"]))
+            region_off = end
+            end = S.add(region_off, S.mul(head["slot_bytes"], head["slots"]))
             for d in region:
-                placement[d["buf"].id] = Placement(mem, off, d["slot_bytes"], d["slots"], d["stride"], d["slot_of"])
+                placement[d["buf"].id] = Placement(mem, region_off, d["slot_bytes"], d["slots"], d["stride"], d["slot_of"])
             b = head["buf"]
             shape = pretty_shape(b, k)
             slots = head["slots"]
             checks.append(Check(S.binary("<=", end, cap_bytes), "E301",
                                 f"tile of {shape} {b.dtype}{_what(b)} needs %d bytes"
                                 f"{f' ({slots} buffers)' if slots > 1 else ''} but {mem.value} has %d bytes free",
-                                (S.mul(head["slot_bytes"], slots), S.sub(cap_bytes, off)),
+                                (S.mul(head["slot_bytes"], slots), S.sub(cap_bytes, region_off)),
                                 "lower the tile size (a smaller Const)" + (" or use buffers=1" if slots > 1 else ""),
                                 b.loc))
     body = tuple(checks) + k.body

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from compiler import sexpr as S
 from compiler.ir import Flag, For, If, Kernel, Load, Mmad, Move, Print, Stmt, Store, VOp, accesses, pipe_of
-from dsl.errors import KernelError
+from dsl.errors import KernelError, SourceLoc
 from simulator.isa import EVENT_IDS_PER_PAIR, Pipe
 
 PIPE_OPS = (Load, Store, Move, VOp, Mmad)
@@ -130,7 +130,7 @@ class _Ids:
         self.used = dict(base)
         self.group: dict[tuple, int] = {}
 
-    def get(self, e: Edge, loc) -> int:  # type: ignore[no-untyped-def]
+    def get(self, e: Edge, loc: SourceLoc) -> int:
         g = (e.src_pipe, e.dst_pipe, e.carried, e.slots)
         if g not in self.group:
             pair = (e.src_pipe, e.dst_pipe)
@@ -165,18 +165,18 @@ def _region(body: tuple[Stmt, ...], k: Kernel, loop: For | None,
     slot = S.binary("%", S.var(loop.it), 2) if loop is not None else S.const(0)
 
     def event(e: Edge) -> S.SExpr:
-        b = ids.get(e, body[e.dst].loc)  # type: ignore[attr-defined]
+        b = ids.get(e, body[e.dst].loc)
         return S.add(b, slot) if e.slots > 1 else S.const(b)
 
-    waits: dict[int, list[Stmt]] = {}
-    sets: dict[int, list[Stmt]] = {}
+    waits: dict[int, list[Flag]] = {}
+    sets: dict[int, list[Flag]] = {}
     pre: list[Stmt] = []
     post: list[Stmt] = []
     for e in edges:
         ev = event(e)
-        loc = body[e.dst].loc  # type: ignore[attr-defined]
+        loc = body[e.dst].loc
         waits.setdefault(e.dst, []).append(Flag(True, e.src_pipe, e.dst_pipe, ev, loc))
-        sets.setdefault(e.src, []).append(Flag(False, e.src_pipe, e.dst_pipe, ev, body[e.src].loc))  # type: ignore
+        sets.setdefault(e.src, []).append(Flag(False, e.src_pipe, e.dst_pipe, ev, body[e.src].loc))
         if e.carried:
             b0 = ids.get(e, loc)
             for sl in range(e.slots):
@@ -201,10 +201,10 @@ def _region(body: tuple[Stmt, ...], k: Kernel, loop: For | None,
     return pre, tuple(out), post
 
 
-def _dedup(flags: list[Stmt]) -> list[Stmt]:
+def _dedup(flags: list[Flag]) -> list[Flag]:
     seen, out = set(), []
     for f in flags:
-        key = (f.wait, f.src, f.dst, f.event)  # type: ignore[attr-defined]
+        key = (f.wait, f.src, f.dst, f.event)
         if key not in seen:
             seen.add(key)
             out.append(f)

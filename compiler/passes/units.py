@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from compiler.ir import Buf, For, If, Kernel, Load, Mmad, Move, Stmt, Store, VOp
-from dsl.errors import KernelError
+from dsl.errors import KernelError, SourceLoc
 from dsl.types import Mem
 from simulator.isa import ROUTE, Instr
 from simulator.isa import Mem as HwMem
@@ -18,7 +18,7 @@ _BY_ROUTE = {(src.name, dst.name): instr for instr, (src, dst) in ROUTE.items() 
 _LEGAL = ", ".join(f"{s}->{d}" for s, d in _BY_ROUTE)
 
 
-def route(src: Mem, dst: Mem, what: str, loc) -> Instr:  # type: ignore[no-untyped-def]
+def route(src: Mem, dst: Mem, what: str, loc: SourceLoc) -> Instr:
     instr = _BY_ROUTE.get((src.value, dst.value))
     if instr is None:
         hint = {("GM", "L0A"): "stage it through L1", ("GM", "L0B"): "stage it through L1",

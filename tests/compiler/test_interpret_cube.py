@@ -379,3 +379,24 @@ def test_ub_to_l1_move_feeds_the_cube(dt) -> None:  # type: ignore[no-untyped-de
     np.testing.assert_allclose(na[2], want, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(ia[2], na[2], rtol=1e-6, atol=1e-6)
     same_runs(nr, ir)
+
+
+@dsl.kernel
+def mm_copy_out(a: GM, b: GM, c: GM, BM: Const[int] = 32, BN: Const[int] = 32, BK: Const[int] = 16):
+    for m, n in dsl.tiles2d((a.shape[0], b.shape[1]), (BM, BN)):
+        acc = dsl.zeros((BM, BN), f32)
+        for k in dsl.range(0, a.shape[1], BK):
+            acc += a[m, k] @ b[k, n]
+        t = dsl.alloc(dsl.UB, (BM, BN), f32)
+        dsl.copy(t, acc)  # L0C -> UB on FIX, converting nothing
+        c[m, n] = t * 2.0
+
+
+@pytest.mark.parametrize("shape", [(32, 32, 32), (20, 37, 19)])
+def test_copy_out_of_l0c(shape: tuple[int, int, int]) -> None:
+    M, K, N = shape
+    a, b = operand((M, K), "f16"), operand((K, N), "f16")
+    na, ia, nr, ir = both(mm_copy_out[2], [a, b, np.zeros((M, N), np.float32)])
+    same(na[2], ia[2])
+    np.testing.assert_allclose(na[2], 2 * reference(a, b), rtol=1e-5, atol=1e-5)
+    same_runs(nr, ir)

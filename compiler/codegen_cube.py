@@ -103,6 +103,8 @@ def forwarding(body: tuple[Stmt, ...]) -> dict[int, Move]:
                 if not (isinstance(mv, Move) and mv.src is s.dst and mv.dst.mem in (Mem.L0A, Mem.L0B)
                         and not mv.transpose and mv.fix is None):
                     continue
+                if mv.dst.ext != (s.src.rows, s.src.cols):  # the move must cover exactly the loaded window
+                    continue
                 # between them only flags, checks and other copies, none touching the destination
                 if all(isinstance(t, (Flag, Check, Load, Move)) and not any(x is mv.dst for x, _ in accesses(t))
                        for t in b[i + 1: j]):

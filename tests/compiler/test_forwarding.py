@@ -145,7 +145,7 @@ def test_a_window_smaller_than_its_l1_buffer(source) -> None:  # type: ignore[no
     m = source("""
         @dsl.kernel
         def k(a: GM, b: GM, c: GM):
-            a1 = dsl.alloc(dsl.L1, (32, 32), a.dtype)
+            a1 = dsl.alloc(dsl.L1, (32, 24), a.dtype)
             dsl.copy(a1, a[0:20, 0:24])
             acc = dsl.zeros((32, 16), f32)
             acc += a1 @ b[0:24, 0:16]

@@ -152,7 +152,7 @@ def _fmt(v: object) -> str:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--only", choices=("host", "sim", "compile", "cube"), default=None)
+    p.add_argument("--only", choices=("host", "sim", "compile", "cube", "conv"), default=None)
     ns = p.parse_args()
     n = 1 << (20 if ns.quick else 24)
     if ns.only in (None, "host"):
@@ -172,6 +172,10 @@ def main() -> None:
         if cube.exists():
             print()
             subprocess.run([sys.executable, str(cube)] + (["--quick"] if ns.quick else []), check=False)
+    if ns.only in (None, "conv"):
+        print()
+        subprocess.run([sys.executable, str(ROOT / "bench" / "conv.py")] + (["--quick"] if ns.quick else []),
+                       check=False)
 
 
 if __name__ == "__main__":

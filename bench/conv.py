@@ -1,0 +1,77 @@
+"""CNN layers on one host thread against torch.nn.functional (same run, interleaved, best of N):
+conv2d forward and backward (img2col onto the cube), max/avg pooling. Prints time ratios
+(Vinci / torch: > 1 means slower) and, for conv, where the forward's time goes; asserts nothing."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# (N, C, H=W, CO, kernel, stride, padding): a CIFAR-sized stack, first layer to a strided one
+LAYERS = [(8, 3, 32, 32, 3, 1, 1), (8, 32, 32, 64, 3, 1, 1), (8, 64, 16, 64, 3, 1, 1), (8, 64, 8, 128, 3, 2, 1)]
+
+
+def best(fn: Callable[[], Any], reps: int) -> float:
+    fn()
+    t_best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        t_best = min(t_best, time.perf_counter() - t)
+    return t_best
+
+
+def pair(ours: Callable[[], Any], theirs: Callable[[], Any], reps: int) -> tuple[float, float]:
+    a = b = float("inf")
+    for _ in range(reps):  # interleaved: a busy neighbour on this shared host hurts both sides alike
+        a = min(a, best(ours, 1))
+        b = min(b, best(theirs, 1))
+    return a, b
+
+
+def main() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    import op_library as L
+    from compiler.config import CONFIG
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    ns = p.parse_args()
+    reps = 3 if ns.quick else 7
+    layers = LAYERS[:2] if ns.quick else LAYERS
+    CONFIG.threads = 1
+    torch.set_num_threads(1)
+    print("== CNN layers, one host thread, f32: Vinci time / torch time (> 1: Vinci slower)")
+    print(f"  {'layer':<28}{'fwd ms':>8}{'torch':>8}{'ratio':>7}{'bwd ms':>9}{'torch':>8}{'ratio':>7}")
+    for N, C, H, CO, k, s, pd in layers:
+        x = torch.randn(N, C, H, H)
+        w = torch.randn(CO, C, k, k) * 0.1
+        y = F.conv2d(x, w, stride=s, padding=pd)
+        gy = torch.randn_like(y)
+        tf, tt = pair(lambda: L.conv2d(x, w, stride=s, padding=pd), lambda: F.conv2d(x, w, stride=s, padding=pd), reps)
+
+        def torch_bwd() -> None:
+            xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+            F.conv2d(xx, ww, stride=s, padding=pd).backward(gy)
+
+        bf, bt = pair(lambda: L.conv2d_backward(gy, x, w, stride=s, padding=pd), torch_bwd, max(2, reps // 2))
+        name = f"{N}x{C}x{H}x{H} -> {CO}, {k}x{k} s{s}"
+        print(f"  {name:<28}{tf * 1e3:>8.2f}{tt * 1e3:>8.2f}{tf / tt:>7.2f}{bf * 1e3:>9.2f}{bt * 1e3:>8.2f}{bf / bt:>7.2f}")
+    x = torch.randn(8, 64, 32, 32)
+    for name, ours, theirs in (
+            ("max_pool2d 8x64x32x32 k2 s2", lambda: L.max_pool2d(x, 2, 2),
+             lambda: F.max_pool2d(x, 2, 2, return_indices=True)),
+            ("avg_pool2d 8x64x32x32 k3 s2", lambda: L.avg_pool2d(x, 3, 2, 1), lambda: F.avg_pool2d(x, 3, 2, 1))):
+        a, b = pair(ours, theirs, reps)
+        print(f"  {name:<28}{a * 1e3:>8.2f}{b * 1e3:>8.2f}{a / b:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()

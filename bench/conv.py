@@ -1,29 +1,21 @@
 """CNN layers on one host thread against torch.nn.functional (same run, interleaved, best of N):
 conv2d forward and backward (img2col onto the cube), max/avg pooling. Prints time ratios
-(Vinci / torch: > 1 means slower) and, for conv, where the forward's time goes; asserts nothing."""
+(Vinci / torch: > 1 means slower); asserts nothing."""
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from run import best  # noqa: E402  (bench/run.py: best-of-N wall time)
 
 # (N, C, H=W, CO, kernel, stride, padding): a CIFAR-sized stack, first layer to a strided one
 LAYERS = [(8, 3, 32, 32, 3, 1, 1), (8, 32, 32, 64, 3, 1, 1), (8, 64, 16, 64, 3, 1, 1), (8, 64, 8, 128, 3, 2, 1)]
-
-
-def best(fn: Callable[[], Any], reps: int) -> float:
-    fn()
-    t_best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        t_best = min(t_best, time.perf_counter() - t)
-    return t_best
 
 
 def pair(ours: Callable[[], Any], theirs: Callable[[], Any], reps: int) -> tuple[float, float]:

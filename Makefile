@@ -21,10 +21,19 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/vinci demo
 
+# The suites that compile and run native code run a second time on the x86-64-v3 (AVX2) target, so
+# a developer on an AVX-512 or AMX machine meets what an AVX2 machine would (test_stress already
+# covers every level the host can run).
+NATIVE_TESTS := tests/compiler/test_kernels.py tests/compiler/test_cube_native.py tests/compiler/test_interpret.py \
+	tests/compiler/test_interpret_cube.py tests/compiler/test_forwarding.py tests/compiler/test_host.py \
+	tests/op_library tests/test_examples.py
+
 test: $(STAMP)
 	$(BIN)/ruff check dsl compiler simulator op_library torch_bridge tests bench examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest tests -p no:cacheprovider
+	VINCI_HOST_ISA=$$($(BIN)/python -m compiler.host --at-most x86-64-v3) \
+		$(BIN)/python -m pytest -p no:cacheprovider $(NATIVE_TESTS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
+from compiler.convert import narrow_bits, round_to, widen_bits
 from compiler.ir import Buf, VOp
 from compiler.sexpr import F64, I64, SExpr
 from dsl.types import DType, boolean
@@ -42,34 +43,15 @@ def compute_ty(d: DType) -> str:
 
 
 def load_elem(g: Gen, d: DType, ptr: str) -> str:
-    if d.llvm == "bfloat":  # bf16 is the top half of an f32
-        h = g.op(f"load i16, ptr {ptr}, align 2")
-        w = g.op(f"zext i16 {h} to i32")
-        return g.op(f"bitcast i32 {g.op(f'shl i32 {w}, 16')} to float")
-    v = g.op(f"load {ety(d)}, ptr {ptr}, align {d.itemsize}")
-    if d.llvm == "half":
-        return g.op(f"fpext half {v} to float")
-    return v
-
-
-def f32_to_bf16_bits(g: Gen, v: str) -> str:
-    """Round to nearest even with integer ops: keeps subnormals (some hosts' bf16 instructions flush
-    them) and quiets NaNs, exactly as torch and ml_dtypes do."""
-    b = g.op(f"bitcast float {v} to i32")
-    odd = g.op(f"and i32 {g.op(f'lshr i32 {b}, 16')}, 1")
-    bias = g.op(f"add i32 {odd}, 32767")
-    r = g.op(f"lshr i32 {g.op(f'add i32 {b}, {bias}')}, 16")
-    nan = g.op(f"fcmp uno float {v}, 0.0")
-    q = g.op(f"or i32 {g.op(f'lshr i32 {b}, 16')}, 64")
-    return g.op(f"trunc i32 {g.op(f'select i1 {nan}, i32 {q}, i32 {r}')} to i16")
+    if d.llvm in ("half", "bfloat"):  # through the bits: no runtime helper on any host
+        return widen_bits(g, g.op(f"load i16, ptr {ptr}, align 2"), d.llvm)
+    return g.op(f"load {ety(d)}, ptr {ptr}, align {d.itemsize}")
 
 
 def store_elem(g: Gen, d: DType, ptr: str, v: str) -> None:
-    if d.llvm == "bfloat":
-        g.emit(f"store i16 {f32_to_bf16_bits(g, v)}, ptr {ptr}, align 2")
+    if d.llvm in ("half", "bfloat"):
+        g.emit(f"store i16 {narrow_bits(g, v, d.llvm)}, ptr {ptr}, align 2")
         return
-    if d.llvm == "half":
-        v = g.op(f"fptrunc float {v} to half")
     g.emit(f"store {ety(d)} {v}, ptr {ptr}, align {d.itemsize}")
 
 
@@ -199,10 +181,10 @@ def cast_value(g: Gen, x: str, src: DType, dst: DType) -> str:
     if dt == "float":
         if src == boolean:
             return g.op(f"uitofp i8 {x} to float")
-        if dst.llvm in ("half", "bfloat"):  # one rounding, straight to the narrow type
-            h = g.op(f"sitofp {st} {x} to {dst.llvm}")
-            return g.op(f"fpext {dst.llvm} {h} to float")
-        return g.op(f"sitofp {st} {x} to float")
+        f = g.op(f"sitofp {st} {x} to float")
+        if dst.llvm in ("half", "bfloat"):  # through f32, as torch's CPU casts (and the interpreter)
+            return round_to(g, f, dst.llvm)
+        return f
     sb, db = int(st[1:]), int(dt[1:])
     if sb == db:
         return x
@@ -324,9 +306,8 @@ def lane_sum(g: Gen, p: str, count: str, dt: DType) -> str:
         if raw == "float":
             return v
         if raw == "half":
-            return g.op(f"fpext {vr} {v} to {vt}")
-        w = g.op(f"shl <16 x i32> {g.op(f'zext {vr} {v} to <16 x i32>')}, " + "<" + ", ".join(["i32 16"] * 16) + ">")
-        return g.op(f"bitcast <16 x i32> {w} to {vt}")
+            return widen_bits(g, g.op(f"bitcast {vr} {v} to <16 x i16>"), "half", 16)
+        return widen_bits(g, v, "bfloat", 16)
 
     full = g.op(f"lshr i64 {count}, 4")
 

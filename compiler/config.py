@@ -25,7 +25,9 @@ class Config:
     debug: bool = _flag("VINCI_DEBUG")
     #: hardware config name or path (default: ascend910b1)
     hw: str = os.environ.get("VINCI_CONFIG", "ascend910b1")
-    #: Mmad code path: amx | avx512 | generic (default: the best the host has)
+    #: caps the CPU the JIT compiles for: x86-64-v2 | x86-64-v3 | x86-64-v4 | native (compiler/host.py)
+    host_isa: str = os.environ.get("VINCI_HOST_ISA", "native") or "native"
+    #: Mmad code path within that target: amx | avx512 | generic (default: the best the target has)
     cube_isa: str = os.environ.get("VINCI_CUBE_ISA", "")
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Callable
 
 from compiler.codegen import Gen
+from compiler.convert import narrow_bits
 from dsl.types import DType, bf16, f16, f32, i8
 
 # register blocking of the vector micro-kernel: R rows x NF fractals of 16 columns
@@ -400,22 +401,22 @@ ISAS = ("generic", "avx512", "amx")  # each needs the host features of the ones 
 
 
 def host_isa() -> str:
-    """The Mmad path kernels compile for: the best this host has ("amx", "avx512" or "generic"),
-    or a lesser one asked for with VINCI_CUBE_ISA (to measure what a host without AMX would see)."""
-    from compiler import jit
+    """The Mmad path kernels compile for: the best the JIT target has ("amx", "avx512" or
+    "generic"; VINCI_HOST_ISA caps the target), or a lesser one asked for with VINCI_CUBE_ISA."""
     from compiler.config import CONFIG
+    from compiler.host import target
 
-    feats = set(jit.host_fingerprint().split("|")[1].split(","))
+    t = target()
     best = "generic"
-    if {"+avx512f", "+avx512bf16", "+avx512vnni"} <= feats:
+    if t.has("avx512f", "avx512bf16", "avx512vnni"):
         best = "avx512"
-        if {"+amx-tile", "+amx-bf16"} <= feats:
+        if t.has("amx-tile", "amx-bf16"):
             best = "amx"
     want = CONFIG.cube_isa or best
     if want not in ISAS:
         raise ValueError(f"VINCI_CUBE_ISA={want!r}: expected one of {', '.join(ISAS)}")
     if ISAS.index(want) > ISAS.index(best):
-        raise ValueError(f"VINCI_CUBE_ISA={want!r}: this host's best Mmad path is {best!r}")
+        raise ValueError(f"VINCI_CUBE_ISA={want!r}: the best Mmad path of target {t.name} is {best!r}")
     return want
 
 
@@ -660,7 +661,9 @@ def gen_fix(g: Gen, dst: str, src: str, rows: str, cols: str, dst_stride: str, m
     ot = out_dtype.llvm
     oes = out_dtype.itemsize
     vin = f"<16 x {at}>"
-    vout = f"<16 x {ot}>"
+    # f16 / bf16 results are stored as their i16 bits: vectors of `half` / `bfloat` are legalised
+    # through f32 and back with compiler-rt helpers on hosts without the instructions
+    vout = f"<16 x {'i16' if oes == 2 else ot}>"
     sc = _splat(g, 16, "float", scale) if scale is not None else None
 
     def sat_i8(x: str) -> str:
@@ -672,8 +675,9 @@ def gen_fix(g: Gen, dst: str, src: str, rows: str, cols: str, dst_stride: str, m
         if at == "i32" and sc is None:
             if relu:
                 v = _vcall(g, "smax", "v16i32", vin, v, "zeroinitializer")
-            if out_dtype.is_float:  # one rounding, straight to the output type
-                return g.op(f"sitofp {vin} {v} to {vout}")
+            if out_dtype.is_float:  # through f32 (as torch's casts): no runtime helper on any host
+                f = g.op(f"sitofp {vin} {v} to <16 x float>")
+                return f if out_dtype == f32 else narrow_bits(g, f, ot, 16)
             return v if ot == "i32" else sat_i8(v)
         if at == "i32":
             v = g.op(f"sitofp {vin} {v} to <16 x float>")
@@ -683,18 +687,8 @@ def gen_fix(g: Gen, dst: str, src: str, rows: str, cols: str, dst_stride: str, m
             v = _vcall(g, "maximum", "v16f32", "<16 x float>", v, "zeroinitializer")
         if out_dtype == f32:
             return v
-        if ot == "bfloat":  # integer round-to-nearest-even: keeps subnormals, quiets NaNs (as torch)
-            b = g.op(f"bitcast <16 x float> {v} to <16 x i32>")
-            hi = g.op(f"lshr <16 x i32> {b}, {_splat(g, 16, 'i32', '16')}")
-            odd = g.op(f"and <16 x i32> {hi}, {_splat(g, 16, 'i32', '1')}")
-            bias = g.op(f"add <16 x i32> {odd}, {_splat(g, 16, 'i32', '32767')}")
-            r = g.op(f"lshr <16 x i32> {g.op(f'add <16 x i32> {b}, {bias}')}, {_splat(g, 16, 'i32', '16')}")
-            nan = g.op(f"fcmp uno <16 x float> {v}, zeroinitializer")
-            q = g.op(f"or <16 x i32> {hi}, {_splat(g, 16, 'i32', '64')}")
-            h = g.op(f"trunc <16 x i32> {g.op(f'select <16 x i1> {nan}, <16 x i32> {q}, <16 x i32> {r}')} to <16 x i16>")
-            return g.op(f"bitcast <16 x i16> {h} to {vout}")
-        if out_dtype.is_float:
-            return g.op(f"fptrunc <16 x float> {v} to {vout}")
+        if out_dtype.is_float:  # bf16 with integer RNE (keeps subnormals, quiets NaNs, as torch); f16 by F16C or the same
+            return narrow_bits(g, v, ot, 16)
         g.intrinsic("declare <16 x float> @llvm.rint.v16f32(<16 x float>)")
         g.intrinsic("declare <16 x i32> @llvm.fptosi.sat.v16i32.v16f32(<16 x float>)")
         r = g.op(f"call <16 x float> @llvm.rint.v16f32(<16 x float> {v})")
@@ -704,7 +698,7 @@ def gen_fix(g: Gen, dst: str, src: str, rows: str, cols: str, dst_stride: str, m
     full = _shr(g, cols, 16)
     tail = _rem(g, cols, 16)
     mask = _lane_mask(g, 16, tail)
-    vname = {"float": "v16f32", "half": "v16f16", "bfloat": "v16bf16", "i8": "v16i8", "i32": "v16i32"}[ot]
+    vname = {"float": "v16f32", "half": "v16i16", "bfloat": "v16i16", "i8": "v16i8", "i32": "v16i32"}[ot]
     g.intrinsic(f"declare void @llvm.masked.store.{vname}.p0({vout}, ptr, <16 x i1>)")
 
     def row(i: str) -> None:

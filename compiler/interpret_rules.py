@@ -389,8 +389,8 @@ def fix_values(acc: np.ndarray, fix: Fix, scale: np.float32 | None) -> np.ndarra
     out = storage(fix.dtype)
     if acc.dtype == np.int32 and scale is None:  # integer all the way
         v = np.maximum(acc, np.int32(0)) if fix.relu else acc
-        if fix.dtype.is_float:  # (lowering never asks for this: sitofp straight to the output type)
-            return v.astype(out)
+        if fix.dtype.is_float:  # (lowering never asks for this) through f32, as gen_fix
+            return v.astype(np.float32).astype(out)
         return v if fix.dtype == i32 else np.clip(v, -128, 127).astype(out)
     v = acc.astype(np.float32)
     if scale is not None:

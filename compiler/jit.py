@@ -5,9 +5,11 @@ Writes are atomic (temp file + os.replace); an entry that fails to load is recom
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import pickle
+import struct
 import tempfile
 import threading
 import time
@@ -18,34 +20,34 @@ from typing import Any, Callable
 import llvmlite
 import llvmlite.binding as llvm
 
+from compiler.host import HostTarget, target
+
 _LOCK = threading.RLock()
-_STATE: dict[str, Any] = {}  # llvmlite's target, target machine, ...
+_MACHINES: dict[str, Any] = {}  # target name -> llvmlite TargetMachine (for optimising and emitting)
 _SRC: dict[str, str] = {}
 _ENGINES: list[object] = []  # kept alive: their code is in use
 MAGIC = b"VINCI-OBJ-1\n"
 
 
-def _init() -> None:
-    if _STATE:
-        return
+def _machine(t: HostTarget | None = None) -> Any:  # an llvmlite TargetMachine
+    t = t or target()
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    _STATE["target"] = target
-    _STATE["cpu"] = llvm.get_host_cpu_name()
-    _STATE["features"] = llvm.get_host_cpu_features().flatten()
-    _STATE["tm"] = _machine()
+    return llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
+        cpu=t.cpu, features=t.features, opt=3, reloc="pic", codemodel="jitdefault")
 
 
-def _machine() -> Any:  # an llvmlite TargetMachine
-    return _STATE["target"].create_target_machine(
-        cpu=_STATE["cpu"], features=_STATE["features"], opt=3, reloc="pic", codemodel="jitdefault")
+def _tm() -> Any:
+    t = target()
+    tm = _MACHINES.get(t.name)
+    if tm is None:
+        tm = _MACHINES[t.name] = _machine(t)
+    return tm
 
 
 def host_fingerprint() -> str:
-    with _LOCK:
-        _init()
-        return f"{_STATE['cpu']}|{_STATE['features']}|llvmlite {llvmlite.__version__}"
+    """CPU name and features the JIT compiles for (capped by VINCI_HOST_ISA), and llvmlite's version."""
+    return f"{target().fingerprint}|llvmlite {llvmlite.__version__}"
 
 
 def cache_dir() -> Path:
@@ -64,6 +66,10 @@ class Compiled:
     from_cache: str  # "memory" | "disk" | "" (compiled now)
 
 
+class JITLinkError(RuntimeError):
+    """A compiled object needs a symbol this process cannot provide: it is refused, never run."""
+
+
 def _tuning() -> Any:  # an llvmlite PipelineTuningOptions
     """O3 with the loop and SLP vectorisers, without generic unrolling or interleaving: the hot
     loops are memory-bound copies and vector ops, the cube micro-kernels unroll themselves, and
@@ -77,12 +83,11 @@ def _tuning() -> Any:  # an llvmlite PipelineTuningOptions
 
 
 def optimize_to_object(ir_text: str) -> tuple[bytes, str]:
-    """Parse, verify, optimise at O3 for the host CPU, emit an object file. Returns (object, optimised IR)."""
+    """Parse, verify, optimise at O3 for the target CPU, emit an object file. Returns (object, optimised IR)."""
     with _LOCK:
-        _init()
+        tm = _tm()
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
-        tm = _STATE["tm"]
         pb = llvm.create_pass_builder(tm, _tuning())
         pb.getModulePassManager().run(mod, pb)  # a fresh manager per module (reuse aborts)
         return tm.emit_object(mod), str(mod)
@@ -90,17 +95,62 @@ def optimize_to_object(ir_text: str) -> tuple[bytes, str]:
 
 def assembly(ir_text: str) -> str:
     with _LOCK:
-        _init()
+        tm = _tm()
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
-        pb = llvm.create_pass_builder(_STATE["tm"], _tuning())
+        pb = llvm.create_pass_builder(tm, _tuning())
         pb.getModulePassManager().run(mod, pb)
-        return _STATE["tm"].emit_assembly(mod)
+        return tm.emit_assembly(mod)
+
+
+def undefined_symbols(obj: bytes) -> list[str]:
+    """Names an ELF64 object refers to but does not define (from its symbol table)."""
+    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        raise JITLinkError("compiled object is not a little-endian ELF64 file")
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    out: list[str] = []
+    for i in range(shnum):
+        sh_type, = struct.unpack_from("<I", obj, shoff + i * shentsize + 4)
+        if sh_type != 2:  # SHT_SYMTAB
+            continue
+        off, size, link = struct.unpack_from("<QQI", obj, shoff + i * shentsize + 24)
+        entsize, = struct.unpack_from("<Q", obj, shoff + i * shentsize + 56)
+        str_off, = struct.unpack_from("<Q", obj, shoff + link * shentsize + 24)
+        for e in range(off + entsize, off + size, entsize):  # entry 0 is the null symbol
+            name_at, = struct.unpack_from("<I", obj, e)
+            shndx, = struct.unpack_from("<H", obj, e + 6)
+            if shndx == 0 and name_at:
+                end = obj.index(b"\0", str_off + name_at)
+                out.append(obj[str_off + name_at:end].decode())
+    return out
+
+
+def _in_process(name: str) -> bool:
+    """Whether MCJIT can resolve `name`: from LLVM's own table or the process's (dlsym), as RuntimeDyld does."""
+    if llvm.address_of_symbol(name):
+        return True
+    try:
+        getattr(ctypes.CDLL(None), name)
+        return True
+    except AttributeError:
+        return False
+
+
+def check_symbols(obj: bytes, symbol: str) -> None:
+    """Refuse an object that calls into something this process does not have (LLVM lowers some
+    operations to compiler-rt helpers such as __truncsfbf2 on hosts without the instruction):
+    MCJIT would leave such a call pointing at address 0."""
+    missing = [s for s in undefined_symbols(obj) if s != "_GLOBAL_OFFSET_TABLE_" and not _in_process(s)]
+    if missing:
+        raise JITLinkError(f"kernel {symbol} needs {', '.join(sorted(set(missing)))}, which this process does not "
+                           f"provide (target {target().name}: {target().level}); it was not loaded. This is a "
+                           f"compiler bug: please report it with the kernel and VINCI_HOST_ISA")
 
 
 def load_object(obj: bytes, symbol: str) -> int:
     with _LOCK:
-        _init()
+        check_symbols(obj, symbol)
         # one engine per object: several objects in one MCJIT engine mis-resolve local symbols
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _machine())
         _ENGINES.append(engine)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
+from compiler import vmath
 from compiler.convert import narrow_bits, round_to, widen_bits
 from compiler.ir import Buf, VOp
 from compiler.sexpr import F64, I64, SExpr
@@ -112,18 +113,8 @@ def elem_op(g: Gen, s: VOp, xs: list[str], src_types: list[DType]) -> str:
                 return q
             return g.op(f"fsub float {xs[0]}, {g.op(f'fmul float {q}, {xs[1]}')}")
         return g.int_divmod("//" if ins == Instr.VFLOORDIV else "%", xs[0], xs[1], t)
-    if ins == Instr.VPOW:
-        return f2("pow", xs[0], xs[1])
-    if ins == Instr.VEXP:
-        return f1("exp", xs[0])
-    if ins == Instr.VLOG:
-        return f1("log", xs[0])
-    if ins == Instr.VSQRT:
-        return f1("sqrt", xs[0])
-    if ins == Instr.VRSQRT:
-        return g.op(f"fdiv float 1.0, {f1('sqrt', xs[0])}")
-    if ins == Instr.VRECIP:
-        return g.op(f"fdiv float 1.0, {xs[0]}")
+    if ins in vmath.FUNCS:  # transcendentals etc.: inline, branch-free, vectorisable (compiler.vmath)
+        return vmath.emit(g, ins, xs)
     if ins == Instr.VABS:
         if fl:
             return f1("fabs", xs[0])
@@ -136,17 +127,6 @@ def elem_op(g: Gen, s: VOp, xs: list[str], src_types: list[DType]) -> str:
             return f2("maximum", xs[0], "0.0")
         g.intrinsic(f"declare {t} @llvm.smax.{t}({t}, {t})")
         return g.op(f"call {t} @llvm.smax.{t}({t} {xs[0]}, {t} 0)")
-    if ins == Instr.VSIGMOID:
-        e = f1("exp", g.op(f"fneg float {xs[0]}"))
-        return g.op(f"fdiv float 1.0, {g.op(f'fadd float 1.0, {e}')}")
-    if ins == Instr.VTANH:
-        return f1("tanh", xs[0])
-    if ins == Instr.VGELU:
-        x = xs[0]
-        x3 = g.op(f"fmul float {x}, {g.op(f'fmul float {x}, {x}')}")
-        inner = g.op(f"fadd float {x}, {g.op(f'fmul float {x3}, {f32lit(0.044715)}')}")
-        th = f1("tanh", g.op(f"fmul float {inner}, {f32lit(0.7978845608028654)}"))
-        return g.op(f"fmul float {g.op(f'fmul float {x}, 0.5')}, {g.op(f'fadd float {th}, 1.0')}")
     if ins == Instr.VNOT:
         if d == boolean:
             return g.op(f"xor i8 {xs[0]}, 1")

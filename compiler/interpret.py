@@ -9,9 +9,9 @@ the same trace events, so `simulate` gives the same cycles.
 Per-element semantics are `codegen.elem_op` / `cast_value` / `scalar_as`, rule for rule: floats
 compute in f32 (scalar operands too) and round to f16/bf16 once per instruction, integers wrap,
 x // 0 and x % 0 give 0, max/min/relu propagate NaN and order -0 < +0 (llvm.maximum), float ->
-int casts round half to even and saturate. exp, log, tanh and pow call the C library's f32
-functions, as the native code does. Scalar expressions follow `Gen.sval` (i64 wrap-around, IEEE
-f64). Float sums add in `codegen_elem.lane_sum`'s fixed order, as the native code does. The one known
+int casts round half to even and saturate. exp, log, tanh, erf, sin, pow, ... run the very
+recipes of `compiler.vmath` that the native code inlines (fused multiply-adds where the target
+has FMA). Scalar expressions follow `Gen.sval` (i64 wrap-around, IEEE f64). Float sums add in `codegen_elem.lane_sum`'s fixed order, as the native code does. The one known
 difference from the native run:
 
 - bf16 Mmad on AMX hosts: how the tile unit rounds inside a 32-element step of k is not

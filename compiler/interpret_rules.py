@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler import vmath
 from compiler.ir import (
     Fix,
     VOp,
@@ -273,34 +274,14 @@ def elem(s: VOp, xs: list[Any], src_types: list[DType]) -> Any:
             q = np.floor(xs[0] / xs[1])
             return q if ins == Instr.VFLOORDIV else xs[0] - q * xs[1]
         return int_divmod("//" if ins == Instr.VFLOORDIV else "%", xs[0], xs[1], t)
-    if ins == Instr.VPOW:
-        return libm("pow", xs[0], xs[1])
-    if ins == Instr.VEXP:
-        return libm("exp", xs[0])
-    if ins == Instr.VLOG:
-        return libm("log", xs[0])
-    if ins == Instr.VSQRT:
-        return np.sqrt(xs[0])
-    if ins == Instr.VRSQRT:
-        return ONE / np.sqrt(xs[0])
-    if ins == Instr.VRECIP:
-        return ONE / xs[0]
+    if ins in vmath.FUNCS:  # the very recipe the native code runs (compiler.vmath)
+        return vmath.evaluate(ins, xs)
     if ins == Instr.VABS:
         return np.abs(xs[0])
     if ins == Instr.VNEG:
         return np.negative(xs[0])
     if ins == Instr.VRELU:
         return fmax(xs[0], ZERO) if fl else np.maximum(xs[0], t.type(0))
-    if ins == Instr.VSIGMOID:
-        return ONE / (ONE + libm("exp", np.negative(xs[0])))
-    if ins == Instr.VTANH:
-        return libm("tanh", xs[0])
-    if ins == Instr.VGELU:
-        x = xs[0]
-        x3 = x * (x * x)
-        inner = x + x3 * np.float32(0.044715)
-        th = libm("tanh", inner * np.float32(0.7978845608028654))
-        return (x * np.float32(0.5)) * (th + ONE)
     if ins == Instr.VNOT:
         return xs[0] ^ np.int8(1) if d == boolean else np.invert(xs[0])
     if ins == Instr.VCMP:

@@ -39,7 +39,8 @@ BINARY_INSTR = {"+": Instr.VADD, "-": Instr.VSUB, "*": Instr.VMUL, "/": Instr.VD
                 "<<": Instr.VSHL, ">>": Instr.VSHR}
 
 FLOAT_ONLY = {Instr.VDIV, Instr.VPOW, Instr.VEXP, Instr.VLOG, Instr.VSQRT, Instr.VRSQRT, Instr.VSIGMOID,
-              Instr.VTANH, Instr.VGELU, Instr.VRECIP}
+              Instr.VTANH, Instr.VGELU, Instr.VRECIP, Instr.VERF, Instr.VSIN, Instr.VCOS, Instr.VSOFTPLUS,
+              Instr.VGELU_TANH}
 INT_ONLY = {Instr.VAND, Instr.VOR, Instr.VXOR, Instr.VSHL, Instr.VSHR, Instr.VFLOORDIV, Instr.VMOD}
 ONE = S.const(1)
 

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 UNARY_INSTR = {"exp": Instr.VEXP, "log": Instr.VLOG, "sqrt": Instr.VSQRT, "rsqrt": Instr.VRSQRT,
                "abs": Instr.VABS, "neg": Instr.VNEG, "relu": Instr.VRELU, "sigmoid": Instr.VSIGMOID,
-               "tanh": Instr.VTANH, "gelu": Instr.VGELU, "reciprocal": Instr.VRECIP}
+               "tanh": Instr.VTANH, "gelu": Instr.VGELU, "reciprocal": Instr.VRECIP, "erf": Instr.VERF,
+               "sin": Instr.VSIN, "cos": Instr.VCOS, "softplus": Instr.VSOFTPLUS}
+GELU_INSTR = {"none": Instr.VGELU, "tanh": Instr.VGELU_TANH}
 REDUCE_INSTR = {"sum": Instr.VREDUCE_SUM, "max": Instr.VREDUCE_MAX, "min": Instr.VREDUCE_MIN}
 ONE = S.const(1)
 
@@ -143,7 +145,21 @@ class CallLowering:
                 if name == "relu":
                     return SV(S.smax(x, S.const(0.0) if x.ty == F64 else 0))
                 raise err("E209", f"dsl.{name}() works on tiles", loc)
-            return TV(self.vunary(UNARY_INSTR[name], t, loc, f"dsl.{name}"))
+            instr = UNARY_INSTR[name]
+            if name == "gelu":
+                mode = args["approximate"]
+                mode = mode.value if isinstance(mode, Obj) else mode
+                if mode not in GELU_INSTR:
+                    raise err("E209", f"dsl.gelu(approximate={mode!r}): expected 'none' or 'tanh'", loc,
+                              "approximate='none' is the erf form (torch's default), 'tanh' the tanh approximation")
+                instr = GELU_INSTR[mode]
+            return TV(self.vunary(instr, t, loc, f"dsl.{name}"))
+        if name == "pow":
+            a, b = args["x"], args["y"]
+            ta, tb = self.as_tile(a, loc), self.as_tile(b, loc)
+            if ta is None and tb is None:
+                return SV(S.binary("**", self.scalar(a, loc), self.scalar(b, loc)))
+            return TV(self.vbinary(Instr.VPOW, ta if ta is not None else a, tb if tb is not None else b, loc, "dsl.pow"))
         if name in ("maximum", "minimum") or (name in ("max", "min") and args.get("y") is not None):
             a, b = args["x"], args["y"]
             ta, tb = self.as_tile(a, loc), self.as_tile(b, loc)

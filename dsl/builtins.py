@@ -40,13 +40,17 @@ SPECS: dict[str, tuple[tuple[str, ...], dict[str, object], str]] = {
     "maximum": (("x", "y"), {}, "elementwise maximum"),
     "minimum": (("x", "y"), {}, "elementwise minimum"),
     "matmul": (("a", "b"), {}, "a @ b on the cube unit"),
+    "pow": (("x", "y"), {}, "x ** y elementwise (C powf semantics; y a tile or a scalar)"),
 }
 UNARY = {
     "exp": "e**x", "log": "natural log", "sqrt": "square root", "rsqrt": "1/sqrt(x)", "abs": "absolute value",
     "neg": "-x", "relu": "max(x, 0)", "sigmoid": "1/(1+exp(-x))", "tanh": "hyperbolic tangent",
-    "gelu": "x*Phi(x) (tanh approximation)", "reciprocal": "1/x",
+    "gelu": "x*Phi(x): approximate='none' (erf form, the default, as torch) or 'tanh'", "reciprocal": "1/x",
+    "erf": "error function", "sin": "sine", "cos": "cosine",
+    "softplus": "log(1 + exp(x)), x where x > 20 (torch's beta=1, threshold=20)",
 }
 for _n, _d in UNARY.items():
     SPECS[_n] = (("x",), {}, _d)
+SPECS["gelu"] = (("x",), {"approximate": "none"}, UNARY["gelu"])
 
 BUILTINS: dict[str, Builtin] = {n: Builtin(n, spec[2]) for n, spec in SPECS.items()}

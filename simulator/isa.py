@@ -116,6 +116,11 @@ class Instr(enum.IntEnum):
     VXOR = 71
     VSHL = 72
     VSHR = 73
+    VERF = 74
+    VSIN = 75
+    VCOS = 76
+    VSOFTPLUS = 77
+    VGELU_TANH = 78
     # cube
     MMAD = 90
     # scalar
@@ -167,6 +172,7 @@ VECTOR_REPEAT_COST: dict[Instr, int] = {i: 1 for i in Instr if INFO[i][0] == Kin
 VECTOR_REPEAT_COST.update({
     Instr.VDIV: 2, Instr.VEXP: 2, Instr.VLOG: 2, Instr.VSQRT: 2, Instr.VRSQRT: 2,
     Instr.VRECIP: 2, Instr.VPOW: 4, Instr.VSIGMOID: 4, Instr.VTANH: 4, Instr.VGELU: 6,
+    Instr.VERF: 4, Instr.VSIN: 4, Instr.VCOS: 4, Instr.VSOFTPLUS: 4, Instr.VGELU_TANH: 6,
     Instr.VREDUCE_SUM: 2, Instr.VREDUCE_MAX: 2, Instr.VREDUCE_MIN: 2, Instr.VMOD: 2,
     Instr.VFLOORDIV: 2,
 })

@@ -53,7 +53,7 @@ def main() -> None:
             xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
             F.conv2d(xx, ww, stride=s, padding=pd).backward(gy)
 
-        bf, bt = pair(lambda: L.conv2d_backward(gy, x, w, stride=s, padding=pd), torch_bwd, max(2, reps // 2))
+        bf, bt = pair(lambda: L.conv2d_backward(gy, x, w, stride=s, padding=pd), torch_bwd, reps)
         name = f"{N}x{C}x{H}x{H} -> {CO}, {k}x{k} s{s}"
         print(f"  {name:<28}{tf * 1e3:>8.2f}{tt * 1e3:>8.2f}{tf / tt:>7.2f}{bf * 1e3:>9.2f}{bt * 1e3:>8.2f}{bf / bt:>7.2f}")
     x = torch.randn(8, 64, 32, 32)

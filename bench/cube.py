@@ -29,7 +29,11 @@ def host(n: int, dtypes: list[str], note: str = "") -> None:
     CONFIG.threads = 1
     torch.set_num_threads(1)
     flops = 2 * n ** 3
-    print(f"== host, one thread: {n}^3 matmul, GFLOP/s, mmad path {cube.host_isa()}{note}")
+    from compiler.cube_micro import describe
+    from compiler.host import target
+
+    print(f"== host, one thread: {n}^3 matmul, GFLOP/s, target {target().name} ({target().level}), "
+          f"mmad path {cube.host_isa()}, micro-tile {describe()}{note}")
     print("   (slower = Vinci time / torch time; f16 is held to torch's f32 matmul, the others to torch same dtype)")
     print(f"  {'inputs':<10}{'blocks':<12}{'Vinci':>8}{'torch f32':>11}{'torch same':>12}{'slower':>8}{'target':>8}")
     for name in dtypes:

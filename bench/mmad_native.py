@@ -135,7 +135,10 @@ def main() -> None:
     torch.set_num_threads(1)
     n = args.n
     blocks = tuple(int(x) for x in args.blocks.split("x"))
-    print(f"host: {jit.host_fingerprint().split('|')[0]}, mmad path: {args.isa or cube.host_isa()}, "
+    from compiler.cube_micro import describe
+
+    print(f"target: {jit.host_fingerprint().split('|')[0]}, mmad path: {args.isa or cube.host_isa()}, "
+          f"micro-tile {describe()}, "
           f"torch {torch.__version__} on 1 thread, {n}^3, min of {args.reps}")
     for name in args.dtypes.split(","):
         case = Case(name, n, blocks, args.isa, args.align, args.two_pass)  # type: ignore[arg-type]

@@ -9,32 +9,31 @@ f32, 16 for f16/bf16, 32 for i8, so a fractal row is 32 bytes):
   L0B       (i, j) of K x N at ((i // c0) * (n_pad // 16) + j // 16) * c0 * 16 + (i % c0) * 16 + j % 16
   L0C (NZ)  (i, j) of M x N at ((j // 16) * m_pad + i) * 16 + j % 16   (f32 / i32)
 
-Mmad picks its inner loop from the host's features (`isa`, see `host_isa`):
-  "avx512"  a register-blocked micro-kernel: R rows x NF fractals of C (8 x 48 values, 24 zmm
-            accumulators) stay in registers over all of k; each k step loads NF <16 x T> rows of
-            B and broadcasts R values of A. f32: fma. f16: A and B converted to f32 in scratch
-            first. bf16: vdpbf16ps on (k, k + 1) pairs, B interleaved into pairs in scratch.
-            i8: vpdpwssd on i16 pairs likewise (exact in i32).
+Mmad runs a register-blocked vector micro-kernel generated for the JIT's target (compiler/
+cube_micro.py): R rows x `cols` columns of C stay in registers over all of k, the tile chosen
+from the vector width and register count (AVX-512 8 x 48, AVX2 6 x 16, SSE 5 x 8); fma, or
+fmul + fadd without FMA. f16 / bf16 are widened to f32 in scratch first; i8 runs on i16 pairs
+(pmaddwd). The path (`isa`, see `host_isa`) adds the AVX-512 dot instructions and AMX:
+  "avx512"  bf16: vdpbf16ps on (k, k + 1) pairs, B interleaved into pairs in scratch; i8:
+            vpdpwssd on i16 pairs likewise (exact in i32).
   "amx"     bf16 on AMX tiles (16 x 16 x 32 per tdpbf16ps), A and B repacked into tiles in
             scratch. Linux grants AMX state per process on request (arch_prctl), asked once by
             the code itself; if refused, the "generic" path runs instead. Other dtypes as
             "avx512" except bf16's fallback: on these Intel cores vdpbf16ps is slower than
             converting to f32 and using fma.
-  "generic" the same micro-kernel on plain f32 fma / i32 mul + add (no BF16 or VNNI).
+  "generic" the micro-kernel alone (no BF16 or VNNI instructions).
 Every path sums exactly k terms: nothing past k in A or B is read into the result.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from compiler.codegen import Gen
 from compiler.convert import narrow_bits
-from dsl.types import DType, bf16, f16, f32, i8
+from dsl.types import DType, bf16, f32
 
-# register blocking of the vector micro-kernel: R rows x NF fractals of 16 columns
-MICRO_R = 8
-MICRO_NF = 3
-
+if TYPE_CHECKING:
+    from compiler.cube_micro import MicroTarget
 
 def c0_of(d: DType) -> int:
     """Elements per 32-byte fractal row."""
@@ -421,235 +420,26 @@ def host_isa() -> str:
 
 
 def gen_mmad(g: Gen, c: str, a: str, b: str, m: str, n: str, k: str, m_pad: str, k_pad: str, n_pad: str,
-             in_dtype: DType, init: str, scratch: str, isa: str | None = None) -> None:
+             in_dtype: DType, init: str, scratch: str, isa: str | None = None,
+             target: MicroTarget | None = None) -> None:
     """C (L0C) = (init ? 0 : C) + A (L0A) @ B (L0B) over exactly k terms, for the 16x16 fractals
     covering m x n (C's other rows / columns of those fractals get values too). `init` is an i64
     (0 / 1) known at run time. `scratch`: host memory, at least 4 * (m_pad * k_pad + k_pad * n_pad)
     bytes, 32-byte aligned (64 is faster), not shared with another core running at the same time.
-    `isa` overrides the host's choice (tests)."""
+    `isa` overrides the host's choice of path, `target` the vector ISA the micro-kernel is
+    generated for (tests: a lower level than the host's)."""
+    from compiler.cube_micro import ISA_DROPS, _micro_params, mmad
+
     isa = isa or host_isa()
+    t = (target or _micro_params()).without(*ISA_DROPS[isa])
     if in_dtype == bf16 and isa == "amx":
         from compiler.cube_amx import mmad_amx
 
         mmad_amx(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, init, scratch,
-                 lambda: gen_mmad(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, in_dtype, init, scratch, "generic"))
+                 lambda: gen_mmad(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, in_dtype, init, scratch, "generic",
+                                  target))
         return
-    fast = isa in ("amx", "avx512")
-    c0 = c0_of(in_dtype)
-    mb_n, nb_n = _ceil(g, m, 16), _ceil(g, n, 16)
-    kb_pad, nb_pad = _shr(g, k_pad, c0), _shr(g, n_pad, 16)
-    kb_n = _ceil(g, k, c0)
-    zero = g.op(f"icmp ne i64 {init}, 0")
-    sb = _ptr(g, scratch, _mul(g, _mul(g, m_pad, k_pad), 4))  # B' after room for a 4-byte A'
-    if in_dtype == f32:
-        spec = _Spec("float", 1, c0, 4, a, b)
-    elif in_dtype == bf16 and isa == "avx512":
-        _pair_b(g, sb, b, k, kb_n, nb_n, nb_pad, c0, "bfloat", None)
-        spec = _Spec("float", 2, c0, 2, a, sb, dot="bf16")
-    elif in_dtype in (f16, bf16):
-        sa = scratch
-        _convert(g, sa, a, mb_n, kb_n, kb_pad, 16 * c0, in_dtype.llvm, "float", "fpext")
-        _convert(g, sb, b, kb_n, nb_n, nb_pad, 16 * c0, in_dtype.llvm, "float", "fpext")
-        spec = _Spec("float", 1, c0, 4, sa, sb)
-    elif in_dtype == i8 and fast:
-        sa = scratch
-        _convert(g, sa, a, mb_n, kb_n, kb_pad, 16 * c0, "i8", "i16", "sext")
-        _pair_b(g, sb, b, k, kb_n, nb_n, nb_pad, c0, "i16", "sext")
-        spec = _Spec("i32", 2, c0, 2, sa, sb, dot="i16")
-    elif in_dtype == i8:
-        sa = scratch
-        _convert(g, sa, a, mb_n, kb_n, kb_pad, 16 * c0, "i8", "i32", "sext")
-        _convert(g, sb, b, kb_n, nb_n, nb_pad, 16 * c0, "i8", "i32", "sext")
-        spec = _Spec("i32", 1, c0, 4, sa, sb)
-    else:
-        raise AssertionError(f"mmad on {in_dtype}")
-    _micro_all(g, spec, c, m_pad, mb_n, nb_n, k, kb_pad, nb_pad, zero)
-
-
-class _Spec:
-    """What the vector micro-kernel multiplies: accumulator element `acc` (float / i32), `ks`
-    k values per step (1: fma; 2: pair dot on 2-byte elements), `c0` k values per fractal row,
-    `eb` bytes per element of the A and B it reads (at `a`, `b`)."""
-
-    def __init__(self, acc: str, ks: int, c0: int, eb: int, a: str, b: str, dot: str = "") -> None:
-        self.acc, self.ks, self.c0, self.eb, self.a, self.b, self.dot = acc, ks, c0, eb, a, b, dot
-        self.vt = f"<16 x {acc}>"
-        self.frac = 16 * c0 * eb  # bytes per fractal of A and of B
-
-
-def _convert(g: Gen, dst: str, src: str, outer: str, inner: str, outer_pad: str, frac: int, st: str, dt: str,
-             how: str) -> None:
-    """Convert element-wise, same indices, the fractals (o, i) for o < outer, i < inner of a buffer
-    whose fractal (o, i) is number o * outer_pad + i: (mb, kb) of L0A or (kb, nb) of L0B."""
-    ses, des = _bytes(st), _bytes(dt)
-
-    def run(o: str) -> None:
-        e0 = _mul(g, _mul(g, o, outer_pad), frac)
-        _convert_run(g, _ptr(g, dst, _mul(g, e0, des)), _ptr(g, src, _mul(g, e0, ses)), _mul(g, inner, frac),
-                     st, dt, how)
-
-    g.loop(outer, run)
-
-
-def _bytes(t: str) -> int:
-    return {"i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4}[t]
-
-
-def _convert_run(g: Gen, dst: str, src: str, count: str, st: str, dt: str, how: str) -> None:
-    """dst[e] = how(src[e]) for e < count (a multiple of 16), 16 at a time."""
-    def one(v: str) -> None:
-        x = g.op(f"load <16 x {st}>, ptr {_ptr(g, src, _mul(g, v, 16 * _bytes(st)))}, align 32")
-        y = g.op(f"{how} <16 x {st}> {x} to <16 x {dt}>")
-        g.emit(f"store <16 x {dt}> {y}, ptr {_ptr(g, dst, _mul(g, v, 16 * _bytes(dt)))}, align 32")
-
-    g.loop(_shr(g, count, 16), one)
-
-
-def _pair_b(g: Gen, dst: str, src: str, k: str, kb_n: str, nb_n: str, nb_pad: str, c0: int, dt: str,
-            how: str | None) -> None:
-    """L0B fractals (c0 k-rows x 16 n) -> pair-interleaved fractals of 2-byte elements, same order:
-    row p holds (B[2p][n], B[2p+1][n]) for the 16 n (the vdpbf16ps / vpdpwssd operand), 64 bytes.
-    Rows k and beyond are zero, so a pair dot never reads past k."""
-    st = "i8" if how == "sext" else dt
-    ses = _bytes(st)
-    iota = "<" + ", ".join(f"i32 {i // 2 + 16 * (i % 2)}" for i in range(32)) + ">"  # interleave two rows
-
-    def frac(kb: str, nb: str) -> None:
-        f = _add(g, _mul(g, kb, nb_pad), nb)
-        s = _ptr(g, src, _mul(g, f, 16 * c0 * ses))
-        d = _ptr(g, dst, _mul(g, f, 16 * c0 * 2))
-        k0 = _mul(g, kb, c0)
-        left = _sub(g, k, k0)  # rows < left are real
-        for p in range(c0 // 2):
-            rows = []
-            for h in (0, 1):
-                kk = 2 * p + h
-                x = g.op(f"load <16 x {st}>, ptr {_ptr(g, s, kk * 16 * ses)}, align {16 * ses if ses < 2 else 32}")
-                if how:
-                    x = g.op(f"{how} <16 x {st}> {x} to <16 x {dt}>")
-                live = g.op(f"icmp sgt i64 {left}, {kk}")
-                rows.append(g.op(f"select i1 {live}, <16 x {dt}> {x}, <16 x {dt}> zeroinitializer"))
-            v = g.op(f"shufflevector <16 x {dt}> {rows[0]}, <16 x {dt}> {rows[1]}, <32 x i32> {iota}")
-            g.emit(f"store <32 x {dt}> {v}, ptr {_ptr(g, d, p * 64)}, align 32")
-
-    g.loop(kb_n, lambda kb: g.loop(nb_n, lambda nb: frac(kb, nb)))
-
-
-def _micro_all(g: Gen, s: _Spec, c: str, m_pad: str, mb_n: str, nb_n: str, k: str, kb_pad: str, nb_pad: str,
-               zero: str) -> None:
-    """Walk C in micro-tiles of R rows x NF fractals (fewer fractals for the last columns)."""
-    R, NF = MICRO_R, MICRO_NF
-    groups = _shr(g, nb_n, NF) if NF & (NF - 1) == 0 else g.op(f"udiv i64 {nb_n}, {NF}")
-    row_tiles = _mul(g, mb_n, 16 // R)
-
-    # column groups outside: a group's B (k x 16 NF) stays in L1 while A streams past
-    def tiles(nb0: str, nf: int) -> None:
-        g.loop(row_tiles, lambda t: _micro(g, s, c, m_pad, _mul(g, t, R), nb0, nf, k, kb_pad, nb_pad, zero))
-
-    g.loop(groups, lambda q: tiles(_mul(g, q, NF), NF))
-    left = _sub(g, nb_n, _mul(g, groups, NF))
-    for nf in range(1, NF):
-        def tail(nf: int = nf) -> None:
-            tiles(_sub(g, nb_n, nf), nf)
-
-        _if(g, g.op(f"icmp eq i64 {left}, {nf}"), tail)
-
-
-def _micro(g: Gen, s: _Spec, c: str, m_pad: str, i0: str, nb0: str, nf: int, k: str, kb_pad: str, nb_pad: str,
-           zero: str) -> None:
-    """One micro-tile: rows i0..i0+R of fractals nb0..nb0+nf of C, over all k."""
-    R, vt = MICRO_R, s.vt
-    mb, ii0 = _shr(g, i0, 16), _rem(g, i0, 16)
-    cptr = [[_ptr(g, c, _mul(g, _add(g, _add(g, _mul(g, _add(g, nb0, f), m_pad), i0), r), 64))
-             for f in range(nf)] for r in range(R)]
-    acc0 = []
-    for r in range(R):
-        for f in range(nf):
-            v = g.op(f"load {vt}, ptr {cptr[r][f]}, align 32")
-            acc0.append(g.op(f"select i1 {zero}, {vt} zeroinitializer, {vt} {v}"))
-    # per fractal step kb: A rows at a_kb + r * c0 * eb, B rows at b_kb + f * frac; a step is 64 bytes of B
-    arow = _add(g, _mul(g, _mul(g, mb, kb_pad), s.frac), _mul(g, ii0, s.c0 * s.eb))
-    a0 = _ptr(g, s.a, arow)
-    b0 = _ptr(g, s.b, _mul(g, nb0, s.frac))
-    bstep = _mul(g, nb_pad, s.frac)  # B bytes per kb
-
-    def steps(accs: list[str], akb: str, bkb: str, offs: list[object], mask_last: str | None = None) -> list[str]:
-        accs = list(accs)
-        for j, off in enumerate(offs):  # off: element offset of this step's k within the fractal row
-            bv = [g.op(f"load {_bty(s)}, ptr {_ptr(g, bkb, _add(g, _mul(g, off, 64 // s.ks), f * s.frac))}, align 32")
-                  for f in range(nf)]
-            for r in range(R):
-                ap = _ptr(g, akb, _add(g, r * s.c0 * s.eb, _mul(g, off, s.eb)))
-                av = _bcast(g, s, ap, mask_last if j == len(offs) - 1 else None)
-                for f in range(nf):
-                    accs[r * nf + f] = _fma(g, s, accs[r * nf + f], av, bv[f])
-        return accs
-
-    kf = _shr(g, k, s.c0)
-
-    def full(kb: str, accs: list[str]) -> list[str]:
-        akb = _ptr(g, a0, _mul(g, kb, s.frac))
-        bkb = _ptr(g, b0, _mul(g, kb, bstep))
-        return steps(accs, akb, bkb, list(range(0, s.c0, s.ks)))
-
-    accs = carry_loop(g, kf, [(vt, v) for v in acc0], full)
-    # the last, partial fractal of k: whole steps, then (pair dots) a step of one real k value
-    akb = _ptr(g, a0, _mul(g, kf, s.frac))
-    bkb = _ptr(g, b0, _mul(g, kf, bstep))
-    kt = _rem(g, k, s.c0)
-    whole = _shr(g, kt, s.ks)
-    accs = carry_loop(g, whole, [(vt, v) for v in accs],
-                      lambda t, xs: steps(xs, akb, bkb, [_mul(g, t, s.ks)]))
-    if s.ks == 2:
-        odd = _rem(g, kt, 2)
-        before = g.label("oddpre")
-        g.br(before)
-        g.block(before)
-        yes, done = g.label("odd"), g.label("oddend")
-        g.cbr(g.op(f"icmp ne i64 {odd}, 0"), yes, done)
-        g.block(yes)
-        fin = steps(accs, akb, bkb, [_mul(g, whole, 2)], mask_last="65535")
-        g.br(done)
-        g.block(done)
-        accs = [g.op(f"phi {vt} [{x}, %{before}], [{y}, %{yes}]") for x, y in zip(accs, fin)]
-    for r in range(R):
-        for f in range(nf):
-            g.emit(f"store {vt} {accs[r * nf + f]}, ptr {cptr[r][f]}, align 32")
-
-
-def _bty(s: _Spec) -> str:
-    if s.dot == "bf16":
-        return "<32 x bfloat>"
-    if s.dot == "i16":
-        return "<32 x i16>"
-    return s.vt
-
-
-def _bcast(g: Gen, s: _Spec, p: str, mask: str | None) -> str:
-    """A's value(s) for one step, broadcast to all lanes: one vbroadcastss / vpbroadcastd from memory."""
-    if s.ks == 1:
-        x = g.op(f"load {s.acc}, ptr {p}, align {s.eb}")
-        return _splat(g, 16, s.acc, x)
-    x = g.op(f"load i32, ptr {p}, align 4")
-    if mask:  # the pair's second element lies past k
-        x = g.op(f"and i32 {x}, {mask}")
-    v = _splat(g, 16, "i32", x)
-    return g.op(f"bitcast <16 x i32> {v} to {_bty(s)}")
-
-
-def _fma(g: Gen, s: _Spec, acc: str, a: str, b: str) -> str:
-    if s.dot == "bf16":
-        g.intrinsic("declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)")
-        return g.op(f"call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> {acc}, "
-                    f"<32 x bfloat> {b}, <32 x bfloat> {a})")
-    if s.dot == "i16":
-        g.intrinsic("declare <16 x i32> @llvm.x86.avx512.vpdpwssd.512(<16 x i32>, <32 x i16>, <32 x i16>)")
-        return g.op(f"call <16 x i32> @llvm.x86.avx512.vpdpwssd.512(<16 x i32> {acc}, <32 x i16> {b}, "
-                    f"<32 x i16> {a})")
-    if s.acc == "float":
-        g.intrinsic("declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)")
-        return g.op(f"call <16 x float> @llvm.fma.v16f32(<16 x float> {a}, <16 x float> {b}, <16 x float> {acc})")
-    return g.op(f"add <16 x i32> {acc}, {g.op(f'mul <16 x i32> {a}, {b}')}")
+    mmad(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, in_dtype, init, scratch, t)
 
 
 # ------------------------------------------------------------------ Fixpipe: L0C -> ND

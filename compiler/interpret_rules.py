@@ -346,9 +346,10 @@ def _ftz(x: np.ndarray) -> np.ndarray:
 def mmad_values(a: np.ndarray, b: np.ndarray, c: np.ndarray, isa: str) -> np.ndarray:
     """c + a @ b as `cube.gen_mmad` computes it on `isa` (a: m x k, b: k x n, c: m x n f32 / i32).
 
-    i8: exact, wrapping in i32. Floats: one f32 fma per k in order (the vector micro-kernel), except
-    bf16 with BF16 instructions: vdpbf16ps adds the pair (2p+1, 2p) odd element first, rounding
-    after each, with subnormal inputs and results flushed; AMX is approximated by the same rule."""
+    i8: exact, wrapping in i32. Floats: one f32 fma per k in order (the vector micro-kernel; fmul
+    then fadd on a target without FMA), except bf16 with BF16 instructions: vdpbf16ps adds the pair
+    (2p+1, 2p) odd element first, rounding after each, with subnormal inputs and results flushed;
+    AMX is approximated by the same rule."""
     if a.dtype == np.int8:
         return (c.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
@@ -360,8 +361,11 @@ def mmad_values(a: np.ndarray, b: np.ndarray, c: np.ndarray, isa: str) -> np.nda
             for kk in (p + 1, p):
                 c = _ftz(fma32(a32[:, kk, None], b32[None, kk, :], c))
         return c
-    for kk in range(a32.shape[1]):
-        c = fma32(a32[:, kk, None], b32[None, kk, :], c)
+    from compiler.cube_micro import fused_f32
+
+    fused = fused_f32()
+    for kk in range(a32.shape[1]):  # without FMA (x86-64-v2): the product rounded, then the sum
+        c = fma32(a32[:, kk, None], b32[None, kk, :], c) if fused else c + a32[:, kk, None] * b32[None, kk, :]
     return c
 
 

@@ -148,13 +148,19 @@ def _geometry(x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: A
                 G=G, OH=OH, OW=OW, COg=CO // G, K=Cg * KH * KW, L=OH * OW)
 
 
-def _im2col(x: Any, d: dict[str, int]) -> Any:
-    """colsT (N*C, KH*KW, OH*OW) of x (zero padding applied first)."""
+def _im2col(x: Any, d: dict[str, int], into: Any = None) -> Any:
+    """colsT (N*C, KH*KW, OH*OW) of x (zero padding applied first), in the memory of `into` if given
+    (a contiguous tensor of at least as many bytes)."""
     torch = _torch()
     N, C, H, W = d["N"], d["C"], d["H"], d["W"]
     x3 = x.contiguous().reshape(N * C, H, W)
     xp = pad_planes(x3, d["PH"], d["PW"], 0.0) if d["PH"] or d["PW"] else x3
-    cols = torch.empty((N * C, d["KH"] * d["KW"], d["L"]), dtype=x.dtype)
+    shape = (N * C, d["KH"] * d["KW"], d["L"])
+    if into is None:
+        cols = torch.empty(shape, dtype=x.dtype)
+    else:
+        nbytes = N * C * d["KH"] * d["KW"] * d["L"] * x.element_size()
+        cols = into.view(torch.uint8)[:nbytes].view(x.dtype).reshape(shape)
     im2col_kernel(xp, cols, OW=d["OW"], KW=d["KW"], SH=d["SH"], SW=d["SW"], DH=d["DH"], DW=d["DW"])
     return cols
 
@@ -184,8 +190,11 @@ def conv2d_backward(grad_y: Any, x: Any, w: Any, stride: Any = 1, padding: Any =
     gy = grad_y.contiguous()
     gy3 = gy.reshape(N * G, COg, L)
     w3 = w.contiguous().reshape(G, COg, K)
+    # one f32 buffer serves as cols3 (read by grad_w) and then as dcols: a fresh multi-megabyte
+    # buffer per call costs more in page faults than the kernels that fill it
+    dcols = torch.empty((N * G, K, L), dtype=torch.float32)
     # grad_w
-    cols3 = _im2col(x, d).reshape(N * G, K, L)
+    cols3 = _im2col(x, d, into=dcols).reshape(N * G, K, L)
     gw = torch.empty(w.shape, dtype=w.dtype)
     conv_grad_w_kernel(gy3, cols3, gw.reshape(G, COg, K), G=G)
     # grad_b
@@ -194,8 +203,7 @@ def conv2d_backward(grad_y: Any, x: Any, w: Any, stride: Any = 1, padding: Any =
         gb = torch.empty(d["CO"], dtype=grad_y.dtype)
         conv_grad_b_kernel(gy.reshape(N, d["CO"], L), gb)
     # grad_x: dcols on the cube, then col2im scatter-add and crop
-    dcols = torch.empty((N * G, K, L), dtype=torch.float32)
-    conv_dcols_kernel(w3, gy3, dcols, G=G)
+    conv_dcols_kernel(w3, gy3, dcols, G=G)  # overwrites cols3
     Hp, Wp = d["H"] + 2 * d["PH"], d["W"] + 2 * d["PW"]
     gxp = torch.empty((N * C, Hp, Wp), dtype=torch.float32)
     col2im_kernel(dcols.reshape(N * C, d["KH"] * d["KW"], L), gxp, OW=d["OW"], KH=d["KH"], KW=d["KW"],

@@ -11,6 +11,10 @@ import pytest
 
 from compiler import cube, jit
 from compiler.codegen import Gen
+from compiler.config import CONFIG
+from compiler.cube_micro import MicroTarget, Tile, choose_tile
+from compiler.host import LEVEL_FEATURES, LEVELS, runnable_levels
+from compiler.interpret_rules import fma32
 from compiler.ir import Kernel
 from dsl.types import DType, bf16, f16, f32, i8, i32
 
@@ -218,7 +222,7 @@ MNK = [(1, 1, 1), (17, 31, 13), (16, 16, 16), (33, 47, 69), (64, 64, 64), (5, 80
 
 
 def run_mmad(dt: str, isa: str, a: np.ndarray, b: np.ndarray, c_init: np.ndarray | None,
-             pads: tuple[int, int, int]) -> np.ndarray:
+             pads: tuple[int, int, int], fn: object = None) -> np.ndarray:
     """C[:m, :n] after one Mmad. Everything in A and B outside the m x k and k x n operands is
     garbage (NaN / 99): only exactly k terms may reach the result, and rows / columns past m / n
     only reach C's padding."""
@@ -237,7 +241,7 @@ def run_mmad(dt: str, isa: str, a: np.ndarray, b: np.ndarray, c_init: np.ndarray
     cb = buffer(mp * np_, acc)
     cb[:] = to_l0c(cm)
     scratch = buffer(mp * kp + kp * np_ + 16, np.float32, fill=np.nan, align=64)
-    mmad_fn(dt, isa)(cb, ab, bb, m, n, k, mp, kp, np_, 1 if c_init is None else 0, scratch)
+    (fn or mmad_fn(dt, isa))(cb, ab, bb, m, n, k, mp, kp, np_, 1 if c_init is None else 0, scratch)
     return from_l0c(cb, mp, np_)[:m, :n]
 
 
@@ -270,6 +274,64 @@ def test_mmad_random_floats(isa: str, dt: str, m: int, n: int, k: int) -> None:
     got = run_mmad(dt, isa, a, b, None, pads)
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * k)
+
+
+def test_micro_tiles() -> None:
+    """The micro-tile each vector ISA gets (compiler/cube_micro.py's table)."""
+    assert choose_tile(16, 32, True) == Tile(8, 48, 16)  # AVX-512: 24 zmm accumulators
+    assert choose_tile(8, 16, True) == Tile(6, 16, 8)  # AVX2 + FMA: 12 ymm
+    assert choose_tile(4, 16, False) == Tile(5, 8, 4)  # SSE4.2, fmul + fadd: 10 xmm
+    for lv in LEVELS:
+        t = MicroTarget.of(LEVEL_FEATURES[lv])
+        assert (t.lanes, t.vregs) == {"x86-64-v2": (4, 16), "x86-64-v3": (8, 16), "x86-64-v4": (16, 32)}[lv]
+
+
+@functools.lru_cache(maxsize=None)
+def mmad_level_fn(dt: str, level: str):  # type: ignore[no-untyped-def]
+    """The Mmad generated for `level`'s vector ISA, compiled for that level when this host can run it
+    (else for the host: a wider level's vectors are legalised onto this host's)."""
+    t = MicroTarget.of(LEVEL_FEATURES[level])
+    old = CONFIG.host_isa
+    CONFIG.host_isa = level if level in runnable_levels() else old
+    try:
+        return build(MMAD_PARAMS, lambda g, *a: cube.gen_mmad(g, *a[:9], DT[dt], a[9], a[10], isa="generic",
+                                                               target=t))
+    finally:
+        CONFIG.host_isa = old
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dt", list(DT))
+@pytest.mark.parametrize("m,n,k", MNK + [(80, 40, 21), (96, 144, 40)])
+def test_mmad_every_level(level: str, dt: str, m: int, n: int, k: int) -> None:
+    """Each level's micro-tile (rows not dividing 16 with their row tails, columns narrower than a
+    fractal, fmul + fadd without FMA, f16 without F16C), exact on small integers, accumulating."""
+    c = c0(DT[dt])
+    pads = (up(m, 16) + 16, up(k, c) + c, up(n, 16))
+    a, b = ints((m, k), dt), ints((k, n), dt)
+    acc = np.int32 if dt == "i8" else np.float32
+    c_init = rng.integers(-3, 4, (pads[0], pads[2])).astype(acc)
+    fn = mmad_level_fn(dt, level)
+    got = run_mmad(dt, "generic", a, b, c_init, pads, fn=fn)
+    want = a.astype(np.float64) @ b.astype(np.float64) + c_init[:m, :n]
+    np.testing.assert_array_equal(got, want.astype(acc))
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_mmad_rounding_every_level(level: str) -> None:
+    """Random f32: one rounding per k (fma) where the level has FMA, two (fmul, fadd) on x86-64-v2,
+    k in order, as compiler.interpret_rules.mmad_values models it."""
+    m, n, k = 29, 40, 37
+    pads = (up(m, 16), up(k, 8), up(n, 16))
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    got = run_mmad("f32", "generic", a, b, None, pads, fn=mmad_level_fn("f32", level))
+    want = np.zeros((m, n), np.float32)
+    fused = MicroTarget.of(LEVEL_FEATURES[level]).has("fma")
+    for kk in range(k):
+        x, y = a[:, kk, None], b[None, kk, :]
+        want = fma32(x, y, want) if fused else want + x * y
+    np.testing.assert_array_equal(got, want)
 
 
 def test_mmad_i8_extremes() -> None:

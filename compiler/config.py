@@ -21,6 +21,8 @@ class Config:
     interpret: bool = _flag("VINCI_INTERPRET")
     #: host threads that run simulated cores (default: all host cores)
     threads: int = int(os.environ.get("VINCI_THREADS", "0") or 0) or (os.cpu_count() or 1)
+    #: host codegen streams a window's UB loads, vector instructions and store in one pass (0: off)
+    stream: bool = _flag("VINCI_STREAM", True)
     #: show compiler frames in KernelError tracebacks
     debug: bool = _flag("VINCI_DEBUG")
     #: hardware config name or path (default: ascend910b1)

@@ -71,12 +71,12 @@ def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: di
     return k
 
 
-def cache_key(source: str, spec: tuple, options: dict, cfg: HwConfig) -> str:
+def cache_key(source: str, spec: tuple, options: dict, cfg: HwConfig, stream: bool = True) -> str:
     h = hashlib.sha256()
     from compiler.cube import host_isa
 
     for part in (source, repr(spec), repr(sorted(options.items())), cfg.fingerprint(), jit.source_hash(),
-                 jit.host_fingerprint(), host_isa()):
+                 jit.host_fingerprint(), host_isa(), f"stream={stream}"):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -88,7 +88,10 @@ def symbol_for(name: str, key: str) -> str:
 
 def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[ParamSpec], spec: tuple,
                    options: dict, cfg: HwConfig) -> tuple[jit.Compiled, Plan]:
-    key = cache_key(source, spec, options, cfg)
+    from compiler.config import CONFIG
+
+    stream = CONFIG.stream  # read once: the key and the code must agree
+    key = cache_key(source, spec, options, cfg, stream)
     sym = symbol_for(fdef.name, key)
 
     def build() -> tuple[str, Plan]:
@@ -97,7 +100,7 @@ def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[Par
         timings: dict[str, float] = {}
         k = to_core(fdef, env, params, options, cfg, timings=timings)
         t = time.perf_counter()
-        text, checks, strings = generate(k, sym)
+        text, checks, strings = generate(k, sym, stream)
         timings["codegen"] = (time.perf_counter() - t) * 1e3
         from compiler.ir import Print, walk
 
@@ -121,7 +124,9 @@ def emit(stage: str, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], op
     k = to_core(fdef, env, params, options, cfg)
     if stage == "core":
         return dump(k, core=True)
-    text, _, _ = generate(k, f"vinci_{fdef.name}")
+    from compiler.config import CONFIG
+
+    text, _, _ = generate(k, f"vinci_{fdef.name}", CONFIG.stream)
     if stage == "llvm":
         return jit.optimize_to_object(text)[1]
     if stage == "asm":

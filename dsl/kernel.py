@@ -10,6 +10,7 @@ shapes are runtime values.
 """
 from __future__ import annotations
 
+import array
 import ctypes
 import inspect
 import math
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compiler.config import CONFIG as _CFG
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import BY_CODE, DType, from_numpy, from_torch
 
@@ -118,6 +120,7 @@ class Kernel:
         self.names = [d.name for d in self.decls]
         self._compiled: dict[tuple, tuple[Any, Any]] = {}
         self._fast: dict[tuple, tuple[Any, Any]] = {}
+        self._binders: dict[tuple, list[_Binder]] = {}  # prepared positional launches (see Launch.__call__)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ launching
@@ -136,6 +139,7 @@ class Kernel:
         k.options = {**self.options, **options}
         k._compiled = {}
         k._fast = {}
+        k._binders = {}
         k._lock = threading.Lock()
         return k
 
@@ -232,7 +236,7 @@ class Kernel:
         # the hot path: one dict lookup on what selects a specialisation (dtypes, ranks, Const values)
         sig = tuple((i.dtype.code, len(i.shape)) if i is not None else
                     (repr(v) if d.kind == "const" else d.scalar_ty) for d, v, i in zip(self.decls, values, infos))
-        fast = (sig, cfg.digest)
+        fast = (sig, cfg.digest, _knobs())
         hit = self._fast.get(fast)
         if hit is not None:
             return hit
@@ -244,7 +248,7 @@ class Kernel:
         from compiler.pipeline import compile_kernel
 
         params, spec = self.params_for(values, infos)
-        key = (spec, tuple(sorted(self.options.items())), cfg.name, cfg.fingerprint())
+        key = (spec, tuple(sorted(self.options.items())), cfg.name, cfg.fingerprint(), _knobs())
         hit = self._compiled.get(key)
         if hit is not None:
             return hit
@@ -279,6 +283,13 @@ class Kernel:
 _MISSING = object()
 
 
+def _knobs() -> tuple[bool, str, str]:
+    """The compiler settings that change generated code (compiler.config): part of every in-memory
+    specialisation key, as they are of the compiler's cache key (changing VINCI_HOST_ISA in a running
+    process must not reuse code compiled for another target)."""
+    return _CFG.stream, _CFG.host_isa, _CFG.cube_isa
+
+
 def _names(node: Any) -> Iterator[A.Name]:
     """Every `Name` node in an AST."""
     from dsl import ast as A
@@ -301,6 +312,12 @@ class Launch:
         self.kernel, self.block_dim, self.config = kernel, block_dim, config
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
+        if not kwargs and not _CFG.interpret:
+            # the hot path: a recipe made by an earlier launch of the same specialisation
+            for b in self.kernel._binders.get(
+                    (len(args), self.block_dim, self.config or _CFG.hw, (_CFG.stream, _CFG.host_isa, _CFG.cube_isa)), ()):
+                if b.launch(args):
+                    return
         self._launch(args, kwargs, trace=False)
 
     def profile(self, *args: Any, **kwargs: Any) -> "Run":
@@ -346,12 +363,18 @@ class Launch:
         printer = _Printer(plan) if plan.strings is not None and getattr(plan, "prints", True) else None
         from simulator import launch as L
 
-        error, events = L.run(compiled.address, words, cfg, n, CONFIG.threads, printer, trace)
+        nbytes = sum(info.nbytes for info in infos if info is not None)
+        error, events = L.run(compiled.address, words, cfg, n, CONFIG.threads, printer, trace, nbytes)
         if printer is not None:
             printer.flush()
         if error is not None:
             raise _strip(_launch_error(plan, error))
         if not trace:
+            if not kwargs and printer is None:
+                key = (len(args), self.block_dim, self.config or CONFIG.hw, _knobs())
+                b = _Binder.make(k, args, values, infos, plan, compiled, cfg, n)
+                if b is not None:
+                    k._binders[key] = [b] + k._binders.get(key, [])[:3]  # the newest first, a few kept
             return None
         from simulator.timing import simulate
 
@@ -377,24 +400,149 @@ def _words(plan: Any, values: list[Any], infos: list[_Arg | None]) -> ctypes.Arr
     return words
 
 
+def _np_data_offset() -> int | None:
+    """Where an ndarray object keeps its data pointer (numpy's `PyArrayObject_fields.data`, right
+    after the object header), if this interpreter and numpy agree, checked on live arrays; else None
+    (`__array_interface__`, ten times slower)."""
+    off = object.__basicsize__  # the object header: refcount and type
+    probes: list[np.ndarray] = [np.zeros(3, np.float32), np.zeros((2, 5), np.int8)[1:], np.arange(6.0)[::2].copy()]
+    if all(ctypes.c_void_p.from_address(id(a) + off).value == a.__array_interface__["data"][0] for a in probes):
+        return off
+    return None
+
+
+_NP_DATA = _np_data_offset()
+_from_address = ctypes.c_void_p.from_address
+_GM, _I64, _F64, _CONST = range(4)
+
+
+def _np_ptr(a: np.ndarray) -> int:
+    if _NP_DATA is None:
+        return int(a.__array_interface__["data"][0])
+    return _from_address(id(a) + _NP_DATA).value or 0
+
+
+class _Binder:
+    """One specialisation's positional launch, marshalled by a recipe made once: per argument the
+    checks that keep a call in this specialisation (type, dtype, rank, contiguity, device) and the
+    argument words it fills. A call that does not fit is refused (`launch` returns False) and takes
+    the full path, which binds, checks and reports errors; nothing here is cached per tensor."""
+
+    def __init__(self, steps: list[tuple], template: list[int], plan: Any, fn: Any, ctxs: Any, n: int):
+        from simulator import launch as L
+
+        self.steps, self.template, self.plan, self.fn, self.ctxs, self.n = steps, template, plan, fn, ctxs, n
+        self.run_cores, self.inline = L.run_cores, L.INLINE_BYTES
+
+    @staticmethod
+    def make(k: Kernel, args: tuple, values: list[Any], infos: list[_Arg | None], plan: Any, compiled: Any, cfg: Any,
+             n: int) -> "_Binder | None":
+        from simulator import launch as L
+
+        steps: list[tuple] = []
+        for i, d in enumerate(k.decls):
+            p = plan.params[i]
+            if i >= len(args):
+                if d.kind == "gm":
+                    return None
+                continue
+            v, info = args[i], infos[i]
+            if d.kind == "gm":
+                assert info is not None
+                tp = type(v)
+                if tp is not np.ndarray and not tp.__module__.startswith("torch"):
+                    return None
+                steps.append((_GM, p.slot, len(info.shape), v.dtype, info.dtype.itemsize, tp))
+            elif d.kind == "scalar":
+                steps.append((_F64 if d.scalar_ty == "f64" else _I64, p.slot))
+            else:
+                steps.append((_CONST, values[i], type(values[i])))
+        return _Binder(steps, list(_words(plan, values, infos)), plan, L.kernel_fn(compiled.address), L.contexts(cfg, n),
+                       n)
+
+    def launch(self, args: tuple) -> bool:
+        """Run the kernel on `args` if they fit this recipe; False (nothing done) if they do not."""
+        if len(args) != len(self.steps):
+            return False
+        w = array.array("q", self.template)
+        nbytes = 0
+        for st, v in zip(self.steps, args):
+            kind = st[0]
+            if kind == _GM:
+                _, slot, rank, dt, es, tp = st
+                if type(v) is not tp:
+                    return False
+                if tp is np.ndarray:
+                    if v.dtype != dt or not v.flags.c_contiguous:
+                        return False
+                    ptr = _np_ptr(v)
+                else:
+                    if v.dtype is not dt or not (v.is_cpu or v.device.type == "npu") or not v.is_contiguous():
+                        return False
+                    ptr = v.data_ptr()
+                shape = v.shape
+                if len(shape) != rank:
+                    return False
+                w[slot] = ptr
+                if rank == 1:
+                    numel = w[slot + 2] = shape[0]
+                else:
+                    numel = math.prod(shape)
+                    for j in range(rank):
+                        w[slot + 2 + j] = shape[j]
+                w[slot + 1] = numel
+                nbytes += numel * es
+            elif kind == _I64:
+                if type(v) is not int:
+                    return False
+                w[st[1]] = v
+            elif kind == _F64:
+                if type(v) is not float and type(v) is not int:
+                    return False
+                w[st[1]] = _f64_bits(v)
+            elif v is not st[1] and (type(v) is not st[2] or v != st[1]):
+                return False
+        threads = 1 if nbytes < self.inline else _CFG.threads
+        error = self.run_cores(self.fn, w.buffer_info()[0], self.ctxs, self.n, threads)
+        if error is not None:
+            raise _strip(_launch_error(self.plan, error))
+        return True
+
+
+def _f64_bits(v: float) -> int:
+    return int(np.float64(v).view(np.int64))
+
+
 class Prepared:
     """A launch with its arguments marshalled (`kernel[n].prepare(...)`): calling it runs the kernel
     again on the same tensors; `.profile()` times it."""
 
     def __init__(self, launch: "Launch", compiled: Any, plan: Any, words: ctypes.Array, cfg: Any, n: int,
                  bound: tuple):
-        from compiler.config import CONFIG
         from simulator import launch as L
 
         self.launch, self.compiled, self.plan, self.words, self.cfg, self.n = launch, compiled, plan, words, cfg, n
         self._bound = bound  # keeps the tensors alive
-        self._run = L.run
-        self._threads = CONFIG.threads
+        self._fn = L.kernel_fn(compiled.address)
+        self._ctxs = L.contexts(cfg, n)
+        self._argp = ctypes.addressof(words)
+        self._run_cores = L.run_cores
         self._print = getattr(plan, "prints", True)
+        nbytes = sum(math.prod(a.shape) * a.dtype.itemsize for a in self._tensors())
+        self._threads = 1 if nbytes < L.INLINE_BYTES else _CFG.threads
+
+    def _tensors(self) -> list[Any]:
+        args, kwargs = self._bound
+        return [v for v in (*args, *kwargs.values()) if hasattr(v, "shape") and hasattr(v, "dtype")]
 
     def __call__(self) -> None:
-        printer = _Printer(self.plan) if self._print else None
-        error, _ = self._run(self.compiled.address, self.words, self.cfg, self.n, self._threads, printer, False)
+        if self._print:
+            from simulator import launch as L
+
+            printer = _Printer(self.plan)
+            error, _ = L.run(self.compiled.address, self.words, self.cfg, self.n, self._threads, printer, False)
+        else:
+            error = self._run_cores(self._fn, self._argp, self._ctxs, self.n, self._threads)
         if error is not None:
             raise _strip(_launch_error(self.plan, error))
 

@@ -4,7 +4,8 @@ Each core gets a context (see `abi`) with its core id, the base addresses of its
 memories and, when profiling, a trace buffer that the kernel fills with one record per issued
 instruction. The ctypes call releases the GIL, so host threads run cores truly in parallel.
 Contexts, memories and thread pools are made once and reused: a launch costs a few microseconds
-of Python plus the kernel itself.
+of Python plus the kernel itself. A launch that moves little data (`INLINE_BYTES`) runs all its
+cores on the calling thread: handing work to a pool costs more than such a kernel.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, c
 FLUSH_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 PRINT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, *([ctypes.c_int64] * 8))
 TRACE_CAP = 1 << 16  # events per core before a flush
+INLINE_BYTES = 1 << 18  # GM bytes below which a launch runs on the calling thread only
 
 
 @dataclass
@@ -89,13 +91,53 @@ def kernel_fn(address: int) -> Callable:
     return fn
 
 
+def run_cores(fn: Callable, argp: int, ctxs: Contexts, n: int, threads: int) -> LaunchError | None:
+    """Cores 0..n-1 of `fn` on up to `threads` host threads, no trace, no prints: the launch's hot
+    path (`run`, and the prepared launches of `dsl.kernel` call it directly)."""
+    with ctxs.lock:
+        if ctxs.failed:  # error words are only ever written by a failing core
+            ctxs.words[:, abi.ERR_CODE] = 0
+            ctxs.failed = False
+        if threads <= 1 or n == 1:
+            if fn(argp, ctxs.ptr, 0, n) == 0:
+                return None
+            return _error(ctxs)
+        return _run_threads(fn, argp, ctxs, n, threads)
+
+
+def _run_threads(fn: Callable, argp: int, ctxs: Contexts, n: int, threads: int) -> LaunchError | None:
+    nthreads = max(1, min(threads, n))
+    if nthreads == 1:
+        rcs = [fn(argp, ctxs.ptr, 0, n)]
+    else:
+        bounds = [n * i // nthreads for i in range(nthreads + 1)]
+        pool = _pool(nthreads)
+        futs = [pool.submit(fn, argp, ctxs.ptr, bounds[i], bounds[i + 1]) for i in range(1, nthreads)]
+        rcs = [fn(argp, ctxs.ptr, bounds[0], bounds[1])] + [f.result() for f in futs]
+    return _error(ctxs) if any(rcs) else None
+
+
+def _error(ctxs: Contexts) -> LaunchError:
+    """The first failing core's error words (the caller holds the contexts' lock)."""
+    w = ctxs.words
+    ctxs.failed = True
+    bad = np.nonzero(w[:, abi.ERR_CODE])[0]
+    c = int(bad[0]) if len(bad) else 0
+    return LaunchError(c, int(w[c, abi.ERR_CHECK]), [int(v) for v in w[c, abi.ERR_VALUES:abi.ERR_VALUES + abi.N_ERR_VALUES]])
+
+
 def run(address: int, args: ctypes.Array | int, cfg: HwConfig, n: int, threads: int,
         on_print: Callable[[int, list[int]], None] | None = None,
-        trace: bool = False) -> tuple[LaunchError | None, list[np.ndarray] | None]:
-    """Run cores 0..n-1 of the kernel at `address`. Returns (first error, per-core event arrays)."""
+        trace: bool = False, nbytes: int | None = None) -> tuple[LaunchError | None, list[np.ndarray] | None]:
+    """Run cores 0..n-1 of the kernel at `address`. Returns (first error, per-core event arrays).
+    `nbytes` (the GM bytes of the arguments): below `INLINE_BYTES` the calling thread runs every core."""
     fn = kernel_fn(address)
     ctxs = contexts(cfg, n)
     argp = args if isinstance(args, int) else ctypes.addressof(args)
+    if nbytes is not None and nbytes < INLINE_BYTES:
+        threads = 1
+    if on_print is None and not trace:
+        return run_cores(fn, argp, ctxs, n, threads), None
     with ctxs.lock:
         w = ctxs.words
         if ctxs.failed:  # error words are only ever written by a failing core
@@ -129,21 +171,7 @@ def run(address: int, args: ctypes.Array | int, cfg: HwConfig, n: int, threads: 
             assert ff_addr is not None  # a ctypes callback is never NULL
             w[:, abi.TRACE_FLUSH] = ff_addr
         try:
-            nthreads = max(1, min(threads, n))
-            if nthreads == 1:
-                rcs = [fn(argp, ctxs.ptr, 0, n)]
-            else:
-                bounds = [n * i // nthreads for i in range(nthreads + 1)]
-                pool = _pool(nthreads)
-                futs = [pool.submit(fn, argp, ctxs.ptr, bounds[i], bounds[i + 1]) for i in range(1, nthreads)]
-                rcs = [fn(argp, ctxs.ptr, bounds[0], bounds[1])] + [f.result() for f in futs]
-            error = None
-            if any(rcs):
-                ctxs.failed = True
-                bad = np.nonzero(w[:, abi.ERR_CODE])[0]
-                c = int(bad[0]) if len(bad) else 0
-                error = LaunchError(c, int(w[c, abi.ERR_CHECK]),
-                                    [int(v) for v in w[c, abi.ERR_VALUES:abi.ERR_VALUES + abi.N_ERR_VALUES]])
+            error = _run_threads(fn, argp, ctxs, n, threads)
             events = None
             if trace:
                 events = []

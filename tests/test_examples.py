@@ -5,6 +5,7 @@ import pytest
 import torch
 from layer_norm import layer_norm
 from matmul import matmul
+from rms_norm import rms_norm
 from softmax import softmax
 from swish import swish, swish_backward
 from vadd import vadd, vadd_any
@@ -59,6 +60,14 @@ def test_layer_norm(shape: tuple[int, int]) -> None:
     y = torch.empty_like(x)
     layer_norm[8](x, w, b, y, eps=1e-5)
     torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (shape[1],), w, b, 1e-5), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(1, 8), (7, 33), (64, 1024)])
+def test_rms_norm(shape: tuple[int, int]) -> None:
+    x, w = torch.randn(shape), torch.randn(shape[1])
+    y = torch.empty_like(x)
+    rms_norm[8](x, w, y, eps=1e-6)
+    torch.testing.assert_close(y, torch.nn.functional.rms_norm(x, (shape[1],), w, 1e-6), atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (17, 31, 13), (300, 200, 130)])

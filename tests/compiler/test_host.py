@@ -153,3 +153,23 @@ def test_levels_and_errors(monkeypatch) -> None:  # type: ignore[no-untyped-def]
         if lv != "native":
             assert cube.host_isa() == "generic"
     assert len(keys) == len(LEVELS_HERE)
+
+
+def test_changing_the_target_in_a_process_recompiles(source, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A kernel launched again after VINCI_HOST_ISA (CONFIG.host_isa) changed runs code for the new
+    target, not the code its in-memory caches hold for the old one."""
+    import torch
+
+    m = source("""
+        @dsl.kernel
+        def scale(x: GM[f32], y: GM[f32]):
+            for t in dsl.tiles(x.shape[0], 256):
+                y[t] = x[t] * 3.0
+    """)
+    x, y = torch.randn(1000), torch.empty(1000)
+    for lv in LEVELS_HERE:
+        monkeypatch.setattr(CONFIG, "host_isa", lv)
+        m.scale[2](x, y)
+        m.scale[2](x, y)  # the launch fast path too
+        assert torch.equal(y, x * 3.0)
+    assert len(m.scale._compiled) == len(LEVELS_HERE)

@@ -1,0 +1,421 @@
+"""Host-side streaming: a window's GM -> UB loads, its vector instructions and its UB -> GM store done
+in one pass over the window.
+
+Each DMA and each vector instruction is its own loop over a UB buffer (`codegen_vector`), so an
+elementwise kernel moves its data through the host's caches several times: `z[t] = x[t] + y[t]`
+copies x and y into UB, adds them into a third buffer and copies that out. When those UB buffers
+are never read again, the copies are unobservable (like the cube's GM -> L1 -> L0 `forwarding`):
+the host can read x and y from GM, add and write z in one loop, as torch does.
+
+A *stream group* is a run of statements in one body: UB loads (contiguous windows), elementwise
+vector instructions and at most one UB store (always the last member), all over the same extent and
+capacity, with only flags, checks and barriers between them. Every member is still issued where it
+stands: its bounds checks and trace event are emitted in place, so events, flags, cycles and traces
+are unchanged. Their data work happens once, at the last member (after every check of the group has
+passed), in one loop over the extent in which each element goes through the members in order:
+
+  - a loaded value comes straight from GM, a stored one goes straight to GM;
+  - a member's result is kept in a register, rounded to its buffer's dtype (f16/bf16 round per
+    instruction, as in UB), and written to UB only if something outside the group reads that buffer
+    (anywhere in the kernel, e.g. softmax's `e` that a reduction reads afterwards);
+  - UB buffers the group reads but does not write (`(R, 1)` / `(C,)` broadcasts, a row that a
+    reduction read first) are read from UB, broadcast by capacity as `vop_data` does.
+
+A large stored tensor (`STREAM_BYTES`) is written as the unfused store writes it: each row is put in
+the store's UB buffer and copied out with non-temporal stores (`nt_copy`). The pass does not
+prefetch: the hardware follows its few sequential streams (software read-ahead measured no gain).
+
+The fused pass runs only when a runtime test says it computes what the separate instructions do:
+every DMA window is exactly the extent (else UB would hold stale elements), no GM window the group
+writes overlaps one it reads (aliased tensors) unless it is the same window element for element,
+and likewise in UB. Otherwise the members' own data work runs, in order. Planning (`plan_body`) is
+a pure function of the Core IR; `describe` lists the groups for tests and dumps. The interpreter
+keeps executing instruction by instruction, and the results agree bit for bit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from compiler.codegen_elem import elem_op, ety, i64_of, load_elem, scalar_as, store_elem
+from compiler.codegen_vector import (
+    REDUCE,
+    STREAM_BYTES,
+    Window,
+    _bcast,
+    dma_checks,
+    dma_data,
+    nt_copy,
+    scalar_type,
+    vop_data,
+    vop_event,
+)
+from compiler.convert import round_to
+from compiler.ir import Barrier, Buf, Check, Flag, For, If, Kernel, Load, Stmt, Store, VOp, accesses
+from compiler.sexpr import SExpr
+from dsl.types import Mem
+
+if TYPE_CHECKING:
+    from compiler.codegen import Gen
+
+Member = Load | Store | VOp
+PASS_THROUGH = (Flag, Check, Barrier)  # may stand between members: they touch no buffer or GM
+
+
+@dataclass
+class Group:
+    """One stream group of a body: `index` are the members' positions, `stmts` the members."""
+
+    index: list[int]
+    stmts: list[Member]
+    cap: tuple[SExpr, SExpr]
+    ext: tuple[SExpr, SExpr]
+    internal: set[int] = field(default_factory=set)  # ids of buffers never written to UB
+    windows: dict[int, Window] = field(default_factory=dict)  # filled during codegen
+
+    @property
+    def last(self) -> int:
+        return self.index[-1]
+
+
+# ------------------------------------------------------------------ planning
+def usage(body: tuple[Stmt, ...]) -> dict[int, list[int]]:
+    """buffer id -> [reads, writes], counted per occurrence over the whole kernel."""
+    count: dict[int, list[int]] = {}
+
+    def walk(b: tuple[Stmt, ...]) -> None:
+        for s in b:
+            if isinstance(s, For):
+                walk(s.body)
+            elif isinstance(s, If):
+                walk(s.then)
+                walk(s.orelse)
+            else:
+                for buf, w in accesses(s):
+                    count.setdefault(buf.id, [0, 0])[w] += 1
+
+    walk(body)
+    return count
+
+
+def _shape_buf(s: Member) -> Buf:
+    """The buffer whose capacity and extent the member covers."""
+    return s.src if isinstance(s, Store) else s.dst
+
+
+def candidate(s: Stmt) -> bool:
+    """Whether `s` can be a member of a stream group at all."""
+    if isinstance(s, Load):
+        return (s.instr is not None and s.dst.mem == Mem.UB and s.src.step is None
+                and s.src.dtype == s.dst.dtype)
+    if isinstance(s, Store):
+        return (s.instr is not None and s.src.mem == Mem.UB and s.dst.step is None and s.fix is None
+                and s.dst.dtype == s.src.dtype)
+    if isinstance(s, VOp):
+        return (s.instr not in REDUCE and s.dst.mem == Mem.UB
+                and all(b.mem == Mem.UB for b in s.srcs if isinstance(b, Buf)))
+    return False
+
+
+def _reads(s: Member) -> list[Buf]:
+    return [b for b, w in accesses(s) if not w]
+
+
+def plan_body(body: tuple[Stmt, ...], use: dict[int, list[int]]) -> list[Group]:
+    """The stream groups of one statement list (not of nested bodies)."""
+    groups: list[Group] = []
+    cur: Group | None = None
+    written: set[int] = set()  # buffers the open group's members write
+    external: set[int] = set()  # buffers the open group reads but did not write first
+
+    def close() -> None:
+        if cur is not None and len(cur.stmts) >= 2:
+            finish(cur, use)
+            groups.append(cur)
+
+    for i, s in enumerate(body):
+        if isinstance(s, PASS_THROUGH):
+            continue
+        if cur is not None and isinstance(s, (Load, Store, VOp)) and candidate(s):
+            m: Member = s
+            sb = _shape_buf(m)
+            outs = [b.id for b, w in accesses(m) if w]
+            if (sb.cap == cur.cap and sb.ext == cur.ext and not any(o in external for o in outs)
+                    and all(b.id in written or b.id not in outs for b in _reads(m))):
+                cur.index.append(i)
+                cur.stmts.append(m)
+                external.update(b.id for b in _reads(m) if b.id not in written)
+                written.update(outs)
+                if isinstance(m, Store):  # a store ends its group: nothing may fail after GM is written
+                    close()
+                    cur = None
+                continue
+        close()
+        cur = None
+        if isinstance(s, (Load, VOp)) and candidate(s):
+            sb = _shape_buf(s)
+            cur = Group([i], [s], sb.cap, sb.ext)
+            external = {b.id for b in _reads(s)}
+            written = {b.id for b, w in accesses(s) if w}
+            if external & written:  # in place on itself: leave it alone
+                cur = None
+    close()
+    return groups
+
+
+def finish(grp: Group, use: dict[int, list[int]]) -> None:
+    """Mark the buffers whose only writer is a member and whose every reader is a later member."""
+    for j, s in enumerate(grp.stmts):
+        for b, w in accesses(s):
+            if not w or b.mem != Mem.UB:
+                continue
+            later = sum(1 for t in grp.stmts[j + 1:] for x, wx in accesses(t) if x is b and not wx)
+            if use.get(b.id, [0, 0]) == [later, 1]:
+                grp.internal.add(b.id)
+
+
+class Streams:
+    """The stream groups of a kernel, planned per body on first use (keyed by the body's identity)."""
+
+    def __init__(self, k: Kernel):
+        self.use = usage(k.body)
+        self._bodies: dict[int, tuple[tuple[Stmt, ...], dict[int, Group]]] = {}
+        self.emitted = 0  # groups whose fused pass was generated
+
+    def groups(self, body: tuple[Stmt, ...]) -> dict[int, Group]:
+        """position in `body` -> its group, for every member of every group of `body`."""
+        hit = self._bodies.get(id(body))
+        if hit is not None and hit[0] is body:
+            return hit[1]
+        out = {i: grp for grp in plan_body(body, self.use) for i in grp.index}
+        self._bodies[id(body)] = (body, out)
+        return out
+
+
+def describe(k: Kernel) -> list[str]:
+    """One line per stream group of the kernel: its members and the UB buffers it still writes."""
+    use = usage(k.body)
+    out: list[str] = []
+
+    def walk(b: tuple[Stmt, ...]) -> None:
+        for grp in plan_body(b, use):
+            names = []
+            for m in grp.stmts:
+                if isinstance(m, VOp):
+                    names.append(m.instr.name)
+                else:
+                    assert m.instr is not None
+                    names.append(f"{m.instr.name} {m.src.name if isinstance(m, Load) else m.dst.name}")
+            ub = sorted({f"%{x.name}" for m in grp.stmts for x, w in accesses(m) if w and x.id not in grp.internal})
+            out.append(f"line {grp.stmts[0].loc.line}: " + ", ".join(names) + f" (UB written: {', '.join(ub) or 'none'})")
+        for s in b:
+            if isinstance(s, For):
+                walk(s.body)
+            elif isinstance(s, If):
+                walk(s.then)
+                walk(s.orelse)
+
+    walk(k.body)
+    return out
+
+
+# ------------------------------------------------------------------ codegen
+def gen_member(g: Gen, grp: Group, i: int, s: Member) -> None:
+    """Issue member `s` (position `i`) of `grp`: its checks and event now, its data with the group."""
+    if i == grp.index[0]:
+        grp.windows = {}
+    if isinstance(s, VOp):
+        vop_event(g, s)
+    else:
+        assert s.instr is not None, "units are assigned by the schedule"
+        if isinstance(s, Load):
+            grp.windows[i] = dma_checks(g, s.instr, s.src, s.dst, True, s.loc)
+        else:
+            grp.windows[i] = dma_checks(g, s.instr, s.dst, s.src, False, s.loc)
+    if i != grp.last:
+        return
+    assert g.streams is not None, "members exist only when streaming"
+    g.streams.emitted += 1
+    ok = _fusable(g, grp)
+    fused, alone, done = g.label("stream"), g.label("unfused"), g.label("streamed")
+    g.cbr(ok, fused, alone)
+    g.block(fused)
+    g.cache.append({})
+    _fused_pass(g, grp)
+    g.cache.pop()
+    g.br(done)
+    g.block(alone)
+    g.cache.append({})
+    for j, t in zip(grp.index, grp.stmts):
+        if isinstance(t, VOp):
+            vop_data(g, t)
+        else:
+            dma_data(g, grp.windows[j])
+    g.cache.pop()
+    g.br(done)
+    g.block(done)
+
+
+def _fusable(g: Gen, grp: Group) -> str:
+    """i1: the one-pass form computes exactly what the members do one after another."""
+    rows, cols = (i64_of(g, e) for e in grp.ext)
+    conds = []
+    for w in grp.windows.values():  # every window is the extent: no stale UB elements are moved
+        conds.append(g.op(f"icmp eq i64 {w.rows}, {rows}"))
+        conds.append(g.op(f"icmp eq i64 {w.cols}, {cols}"))
+    # memory the pass writes against memory it reads (and writes): apart, or the same element for element
+    reads: list[Span] = []
+    writes: list[Span] = []
+    for w in grp.windows.values():
+        base = g.op(f"ptrtoint ptr {g.gm_ptr(w.ref.arg)} to i64")
+        start = g.op(f"add i64 {base}, {g.op(f'mul i64 {w.off}, {w.es}')}")
+        end = g.op(f"add i64 {base}, {g.op(f'mul i64 {w.last}, {w.es}')}")
+        (reads if w.is_load else writes).append(Span(Mem.GM, start, end, g.op(f"mul i64 {w.stride}, {w.es}"), w.es))
+    for b, bc, is_write in _ub_operands(grp):
+        p, st = g.buf_ptr(b)
+        start = g.op(f"ptrtoint ptr {p} to i64")
+        nr = "1" if bc[0] else rows
+        nc = "1" if bc[1] else cols
+        rm1 = g.op(f"sub i64 {nr}, 1")
+        span = g.op(f"add i64 {g.op(f'mul i64 {rm1}, {st}')}, {nc}")
+        es = b.dtype.itemsize
+        end = g.op(f"add i64 {start}, {g.op(f'mul i64 {span}, {es}')}")
+        (writes if is_write else reads).append(Span(Mem.UB, start, end, g.op(f"mul i64 {st}, {es}"), es,
+                                                    bc[0] or bc[1]))
+    for i, a in enumerate(writes):
+        for o in reads + writes[i + 1:]:
+            if a.mem != o.mem:
+                continue
+            apart = g.op(f"or i1 {g.op(f'icmp sle i64 {a.end}, {o.start}')}, {g.op(f'icmp sle i64 {o.end}, {a.start}')}")
+            if a.es == o.es and not (a.bcast or o.bcast):
+                same = g.op(f"and i1 {g.op(f'icmp eq i64 {a.start}, {o.start}')}, "
+                            f"{g.op(f'icmp eq i64 {a.stride}, {o.stride}')}")
+                apart = g.op(f"or i1 {apart}, {same}")
+            conds.append(apart)
+    ok = "true"
+    for c in conds:
+        ok = g.op(f"and i1 {ok}, {c}")
+    return ok
+
+
+def _staged(grp: Group) -> Buf | None:
+    """The buffer a group's store writes out when a member produces it: for a large tensor the pass
+    puts that row in UB and copies it out non-temporally (`nt_copy`), as the unfused store does."""
+    st = grp.stmts[-1]
+    if isinstance(st, Store) and any(x is st.src for t in grp.stmts[:-1] for x, w in accesses(t) if w):
+        return st.src
+    return None
+
+
+@dataclass
+class Span:
+    """Bytes [start, end) of one memory that a pass reads or writes (i64 SSA values)."""
+
+    mem: Mem
+    start: str
+    end: str
+    stride: str  # bytes between rows
+    es: int
+    bcast: bool = False
+
+
+def _ub_operands(grp: Group) -> list[tuple[Buf, tuple[bool, bool], bool]]:
+    """UB buffers the pass touches: (buffer, broadcast (rows, cols), written), each once."""
+    out: list[tuple[Buf, tuple[bool, bool], bool]] = []
+    seen: set[int] = set()
+    written: set[int] = set()
+    shape = Buf(-1, "", _shape_buf(grp.stmts[0]).dtype, 2, grp.cap, grp.ext)
+    staged = _staged(grp)
+    for s in grp.stmts:
+        for b, w in accesses(s):
+            if w:
+                written.add(b.id)
+                if (b.id not in grp.internal or b is staged) and b.id not in seen:
+                    seen.add(b.id)
+                    out.append((b, (False, False), True))
+            elif b.id not in written and b.id not in seen:
+                seen.add(b.id)
+                out.append((b, _bcast(b, shape), False))
+    return out
+
+
+def _fused_pass(g: Gen, grp: Group) -> None:
+    rows, cols = (i64_of(g, e) for e in grp.ext)
+    bufs = {b.id: (b, bc, g.buf_ptr(b)) for b, bc, _ in _ub_operands(grp)}
+    scalars: dict[tuple[int, int], str] = {}
+    for j, s in enumerate(grp.stmts):
+        if isinstance(s, VOp):
+            for k, src in enumerate(s.srcs):
+                if isinstance(src, SExpr):
+                    scalars[(j, k)] = scalar_as(g, src, scalar_type(s, s.dst.dtype))
+    gms = {j: g.gm_ptr(w.ref.arg) for j, w in grp.windows.items()}
+    staged = _staged(grp)
+
+    def row(r: str, nt: bool) -> None:
+        rowp: dict[Any, str] = {}
+        for j, w in grp.windows.items():
+            e = g.op(f"add i64 {w.off}, {g.op(f'mul i64 {r}, {w.stride}')}")
+            rowp[("gm", j)] = g.op(f"getelementptr {ety(w.ref.dtype)}, ptr {gms[j]}, i64 {e}")
+        for bid, (b, bc, (p, st)) in bufs.items():
+            first = "0" if bc[0] else r
+            rowp[bid] = g.op(f"getelementptr {ety(b.dtype)}, ptr {p}, i64 {g.op(f'mul i64 {first}, {st}')}")
+        once = {bid: load_elem(g, b.dtype, rowp[bid]) for bid, (b, bc, _) in bufs.items()
+                if bc[1]}  # a column broadcast: one value per row
+
+        def col(c: str) -> None:
+            vals: dict[int, str] = {}
+
+            def value(b: Buf) -> str:
+                v = vals.get(b.id)
+                if v is None:
+                    v = once.get(b.id)
+                if v is None:
+                    v = vals[b.id] = load_elem(g, b.dtype, g.op(f"getelementptr {ety(b.dtype)}, ptr {rowp[b.id]}, i64 {c}"))
+                return v
+
+            def put(b: Buf, v: str) -> None:
+                vals[b.id] = v
+                if b.id not in grp.internal or (nt and b is staged):
+                    store_elem(g, b.dtype, g.op(f"getelementptr {ety(b.dtype)}, ptr {rowp[b.id]}, i64 {c}"), v)
+
+            for j, (pos, s) in enumerate(zip(grp.index, grp.stmts)):
+                if isinstance(s, Load):
+                    gp = g.op(f"getelementptr {ety(s.dst.dtype)}, ptr {rowp[('gm', pos)]}, i64 {c}")
+                    put(s.dst, load_elem(g, s.dst.dtype, gp))
+                elif isinstance(s, Store):
+                    if not (nt and s.src is staged):
+                        gp = g.op(f"getelementptr {ety(s.src.dtype)}, ptr {rowp[('gm', pos)]}, i64 {c}")
+                        store_elem(g, s.src.dtype, gp, value(s.src))
+                else:
+                    xs, types = [], []
+                    for k, src in enumerate(s.srcs):
+                        if isinstance(src, Buf):
+                            xs.append(value(src))
+                            types.append(src.dtype)
+                        else:
+                            xs.append(scalars[(j, k)])
+                            types.append(scalar_type(s, s.dst.dtype))
+                    v = elem_op(g, s, xs, types)
+                    if s.dst.dtype.llvm in ("half", "bfloat"):  # what UB would hold
+                        v = round_to(g, v, s.dst.dtype.llvm)
+                    put(s.dst, v)
+
+        g.loop(cols, col)
+        out = grp.stmts[-1]
+        if nt and isinstance(out, Store):  # the row, in UB, out to GM
+            nt_copy(g, rowp[("gm", grp.last)], rowp[out.src.id], g.op(f"mul i64 {cols}, {out.src.dtype.itemsize}"))
+
+    if not isinstance(grp.stmts[-1], Store):
+        g.loop(rows, lambda r: row(r, False))
+        return
+    w = grp.windows[grp.last]
+    big = g.op(f"icmp sge i64 {g.op(f'mul i64 {w.numel}, {w.es}')}, {STREAM_BYTES}")
+    lab_nt, lab_c, lab_done = g.label("ntpass"), g.label("pass"), g.label("passed")
+    g.cbr(big, lab_nt, lab_c)
+    for lab, nt in ((lab_nt, True), (lab_c, False)):
+        g.block(lab)
+        g.cache.append({})
+        g.loop(rows, lambda r, nt=nt: row(r, nt))  # type: ignore[misc]
+        g.cache.pop()
+        g.br(lab_done)
+    g.block(lab_done)

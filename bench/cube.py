@@ -11,7 +11,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "kernels"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import hostinfo  # noqa: E402
 from run import best  # noqa: E402  (bench/run.py: best-of-N wall time)
+
+if __name__ == "__main__" and "torch" not in sys.modules:
+    hostinfo.cap_torch()  # torch at the same ISA cap as Vinci (VINCI_HOST_ISA)
 
 # block sizes that suit this host best (a sweep of the ones that fit L0A/L0B/L0C; bench/mmad_native.py --sweep)
 BLOCKS = {"float32": (256, 128, 64), "float16": (128, 256, 64), "bfloat16": (128, 256, 128)}

@@ -2,7 +2,8 @@
 ulp error against float64 on the same strided sweep of f32 bit patterns.
 
 Prints per function: vinci ms, torch ms, their ratio and whether the 1.5x target is met, then the
-max ulp error of vinci and of torch. Asserts nothing. `--quick` uses 1M elements and a coarser sweep;
+max ulp error of vinci and of torch. Each pair is timed in turn (vinci, torch, vinci, ...) so both see
+the same contention on a shared machine. Asserts nothing. `--quick` uses 1M elements and a coarser sweep;
 `--tile N` sets the tile (default 2048 elements; the lead measures 1 KiB tiles stream better).
 """
 from __future__ import annotations
@@ -13,13 +14,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import hostinfo  # noqa: E402
+
+if __name__ == "__main__":
+    hostinfo.cap_torch()  # torch at the same ISA cap as Vinci (VINCI_HOST_ISA), before torch loads
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import dsl  # noqa: E402
-from bench.run import best  # noqa: E402
+from bench.run import best_of_both  # noqa: E402
 from compiler import vmath as M  # noqa: E402
 from compiler.config import CONFIG  # noqa: E402
 from dsl import GM, Const, f32  # noqa: E402
@@ -82,6 +89,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--tile", type=int, default=2048)
+    p.add_argument("--reps", type=int, default=11, help="timed runs of each side, interleaved (best of)")
     ns = p.parse_args()
     n = (1 << 20) if ns.quick else (4 << 20)
     CONFIG.threads = 1
@@ -97,12 +105,13 @@ def main() -> None:
     for name, (instr, tf, kind) in CASES.items():
         x = inputs[kind]
         y, out = torch.empty_like(x), torch.empty_like(x)
-        tv = best(lambda: vm[24](x, y, OP=name, TILE=ns.tile), 7)
-        tt = best(lambda: tf(x), 7)
+        tfn = lambda: tf(x)  # noqa: E731
         try:  # torch's out= form where it has one (no fresh 16 MiB result per call)
-            tt = min(tt, best(lambda: tf(x, out=out), 7))
+            tf(x, out=out)
+            tfn = lambda: tf(x, out=out)  # noqa: E731
         except TypeError:
             pass
+        tv, tt = best_of_both(lambda: vm[24](x, y, OP=name, TILE=ns.tile), tfn, ns.reps)
         ulps = "", "", ""
         if instr is not None:
             s = sweep_slow if instr in (Instr.VERF, Instr.VGELU) else sweep
@@ -120,8 +129,8 @@ def main() -> None:
     # pow: tensor ** tensor on positive bases
     x, e = inputs["pos"], inputs["any"] / 3
     y = torch.empty_like(x)
-    tv = best(lambda: vpow[24](x, e, y, TILE=ns.tile), 5)
-    tt = best(lambda: torch.pow(x, e, out=torch.empty_like(x)), 5)
+    out = torch.empty_like(x)
+    tv, tt = best_of_both(lambda: vpow[24](x, e, y, TILE=ns.tile), lambda: torch.pow(x, e, out=out), ns.reps)
     xs = np.abs(sweep)
     es = (np.random.default_rng(0).standard_normal(xs.size) * 8).astype(np.float32)
     ys = np.empty_like(xs)

@@ -1,6 +1,7 @@
 """compiler.vmath: the vector builtins' accuracy (the ulp bounds of its docstring, on a strided sweep of
 all f32 bit patterns plus the edges), their edge values against torch, bit-identity of native code
-and the interpreter, on this host and on x86-64-v2 (no FMA), and no libm call in the object code."""
+and the interpreter, on this host and on x86-64-v2 (no FMA), no libm call in the object code, and
+the guarded sin / cos (fast recipe below 2^20, exact one beyond) vectorised through their variants."""
 from __future__ import annotations
 
 import contextlib
@@ -217,7 +218,8 @@ def test_interpreter_bit_identical(level: str) -> None:
 
 @pytest.mark.parametrize("op", ["exp", "tanh", "gelu", "sin", "softplus"])
 def test_no_libm_calls(op: str) -> None:
-    """Everything is inline: no call to a named function (libm, compiler-rt) remains in the code."""
+    """No call to a named function (libm, compiler-rt) remains in the code: everything is inline but
+    sin / cos, which call the kernel's own internal functions (through the GOT, not by name)."""
     x = np.zeros(64, np.float32)
     asm = vm.emit("asm", x, np.empty_like(x), OP=op)
     named = set(re.findall(r"\bcall\w*\s+([A-Za-z_.$][\w.$@]*)", asm))
@@ -247,3 +249,34 @@ def test_gelu_mode_error() -> None:
     x = np.zeros(16, np.float32)
     with pytest.raises(KernelError, match="expected 'none' or 'tanh'"):
         bad[1](x, np.empty_like(x))
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("op", ["sin", "cos"])
+def test_guarded_mixed_vectors(op: str, level: str) -> None:
+    """Lanes on both sides of the 2^20 guard in one vector, a lone large lane among small ones, and the
+    scalar tail: every element as the reference, and as the interpreter bit for bit."""
+    rng = np.random.default_rng(4)
+    edge = np.float32(2.0 ** 20)
+    near = [np.nextafter(edge, np.float32(0)), edge, np.nextafter(edge, np.float32(np.inf))]
+    x = (rng.standard_normal(4099) * 4).astype(np.float32)
+    x[::37] = rng.choice(near + [np.float32(1e30), np.float32(-3e9), np.float32(np.inf), np.float32(np.nan)], x[::37].size)
+    x[-3:] = near  # in the scalar tail
+    x = np.concatenate([x, -x])
+    with host_isa(level):
+        y = run(op, x)
+        with interpreting():
+            yi = run(op, x)
+    assert np.array_equal(y, yi, equal_nan=True)
+    with np.errstate(all="ignore"):
+        err = M.ulp_error(y, M.REFERENCE[OPS[op]](x.astype(np.float64)))
+    assert err.max() <= M.BOUND[OPS[op]], (op, x[np.argmax(err)])
+
+
+def test_guarded_functions_vectorise() -> None:
+    """The loop calls a vector variant of the sin function (not the scalar one per element)."""
+    x = np.zeros(4096, np.float32)
+    ir = vm.emit("llvm", x, np.empty_like(x), OP="sin")
+    assert "vector-function-abi-variant" in ir and "@llvm.compiler.used" in ir
+    asm = vm.emit("asm", x, np.empty_like(x), OP="sin")
+    assert re.search(r"vinci_vsin_v(4|8|16)@", asm), "no call of a vector variant"

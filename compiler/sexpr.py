@@ -96,6 +96,10 @@ def binary(op: str, a: Scalar, b: Scalar) -> SExpr:
         return a.args[1]
     if op == "-" and a.op == "+" and a.args[1] == b:
         return a.args[0]
+    if op == "-" and ty == I64:  # ((x + c1) + c2) - x, (x + 5) - (x + 2), ...: a constant difference
+        d = _const_difference(a, b)
+        if d is not None:
+            return const(d)
     if op == "+" and b.is_const and b.value == 0:
         return a
     if op == "+" and a.is_const and a.value == 0:
@@ -111,6 +115,47 @@ def binary(op: str, a: Scalar, b: Scalar) -> SExpr:
     if op == "//" and b.is_const and b.value == 1:
         return a
     return SExpr(op, (a, b), ty)
+
+
+def _linear(e: SExpr) -> tuple[dict[SExpr, int], int] | None:
+    """e as sum(coeff * term) + constant over +, -, neg and multiplication by a constant (i64 only),
+    or None if it is not of that form. Terms are the maximal non-linear subexpressions."""
+    if e.ty != I64:
+        return None
+    if e.is_const:
+        return {}, int(e.value)
+    if e.op in ("+", "-") or (e.op == "*" and (e.args[0].is_const or e.args[1].is_const)) or e.op == "neg":
+        if e.op == "*":
+            c, x = (e.args[0], e.args[1]) if e.args[0].is_const else (e.args[1], e.args[0])
+            parts = [(_linear(x), int(c.value))]
+        elif e.op == "neg":
+            parts = [(_linear(e.args[0]), -1)]
+        else:
+            parts = [(_linear(e.args[0]), 1), (_linear(e.args[1]), 1 if e.op == "+" else -1)]
+        terms: dict[SExpr, int] = {}
+        k = 0
+        for lin, f in parts:
+            if lin is None:
+                return None
+            for t, c in lin[0].items():
+                terms[t] = terms.get(t, 0) + f * c
+            k += f * lin[1]
+        return terms, k
+    return {e: 1}, 0
+
+
+def _const_difference(a: SExpr, b: SExpr) -> int | None:
+    """a - b if it is the same constant for every value of the variables in it (both linear in the
+    same terms, e.g. ((h + c) + 1) - h), else None. Only a few levels deep: sizes, not programs."""
+    la, lb = _linear(a), _linear(b)
+    if la is None or lb is None:
+        return None
+    terms = dict(la[0])
+    for t, c in lb[0].items():
+        terms[t] = terms.get(t, 0) - c
+    if any(terms.values()):
+        return None
+    return la[1] - lb[1]
 
 
 def unary(op: str, a: Scalar) -> SExpr:

@@ -4,12 +4,21 @@ Shapes: x (N, C, H, W), w (CO, Cg, KH, KW) with Cg = C / G, COg = CO / G, K = Cg
 L = OH*OW. The im2col matrix of image n is colsT[n] (C*KH*KW, L), row r = (c, kh, kw); viewed
 per group it is cols3 (N*G, K, L), so group g of image n is cols3[n*G + g].
 
-Forward
-1. `pool.pad_kernel` copies x into a zero-padded GM buffer xp (N*C, H + 2PH, W + 2PW)
-   (V dup + MTE3 for the border, MTE2 -> UB -> MTE3 for the interior); skipped when unpadded.
-2. `im2col_kernel` (rows (plane, tap) dealt over the cores): for each output row oh,
-   colsT[p, tap, oh*OW:(oh+1)*OW] = xp[p, oh*SH + kh*DH, kw*DW : ... : SW] -- a strided gather
-   GM -> UB on MTE2 and a contiguous store UB -> GM on MTE3.
+Forward, stride 1 (`conv_shift_kernel`: no im2col matrix)
+1. `conv_pad_kernel` copies x into zero-padded planes xp (N*C, R, Wp), Wp = W + 2PW, with R = H + 2PH plus
+   slack rows (zeros) so the shifted windows below stay inside (blocks of rows, one 2-D DMA each);
+   skipped when nothing is added (1x1, unpadded).
+2. Viewed flat, xpf (N*G, Cg, R*Wp), tap t = (kh, kw) of output position q = oh*Wp + ow (over the
+   padded width) reads xpf[., c, q + kh*DH*Wp + kw*DW]: for each tap the cube's B operand is a plain
+   2-D window of xpf shifted by the tap's offset. out_p[n*G + g] (COg, OH*Wp) = sum over taps of
+   w4[g, t] (COg, Cg) @ xpf[n*G + g, :, off(t) : off(t) + OH*Wp], all accumulated in one L0C tile
+   (w4 is w in tap-major layout); bias as below. Columns ow >= OW of each row are junk (they wrap
+   into the next row) and `conv_crop_kernel` drops them (2-D windows); no crop when Wp == OW.
+Forward, other strides (im2col)
+1. `conv_pad_kernel` as above (no slack).
+2. `im2col_kernel` (rows (plane, tap) dealt over the cores): per block of RB output rows,
+   colsT[p, tap, oh:oh+RB, :] = xp[p, oh*SH + kh*DH : ... : SH, kw*DW : ... : SW] -- one strided 2-D
+   gather GM -> UB on MTE2 and one contiguous store UB -> GM on MTE3.
 3. `conv_mm_kernel`: out3[n*G + g] (COg, L) = w3[g] (COg, K) @ cols3[n*G + g] (K, L) on the cube
    (GM -> L1 on MTE2, L1 -> L0A/L0B on MTE1, mmad on M into L0C, f32 accumulation); without bias
    it leaves L0C through FIX (cast fused), with bias L0C -> UB on FIX, V adds the (COg, 1) bias
@@ -31,23 +40,67 @@ from typing import Any
 
 import dsl
 from dsl import GM, Const, f32
-from op_library.pool import _pair, crop_planes, pad_planes
+from op_library.pool import _pair, crop_planes
 
 
 @dsl.kernel
-def im2col_kernel(xp: GM, cols: GM, OW: Const[int] = 1, KW: Const[int] = 1, SH: Const[int] = 1,
-                  SW: Const[int] = 1, DH: Const[int] = 1, DW: Const[int] = 1):
-    """cols[p, kh*KW + kw, oh*OW + ow] = xp[p, oh*SH + kh*DH, ow*SW + kw*DW] for padded planes xp."""
+def conv_pad_kernel(x: GM, xp: GM, PT: Const[int] = 0, PL: Const[int] = 0, RB: Const[int] = 32):
+    """xp[b] = 0 with x[b] at rows PT.., columns PL.. (one core per plane; blocks of RB rows, one
+    DMA per block: a 2-D window with the padded row pitch)."""
+    H = x.shape[1]
+    W = x.shape[2]
+    for b in dsl.tiles(x.shape[0], 1):
+        p = b.start
+        for h in dsl.range(0, xp.shape[1], RB):
+            xp[p, h, :] = 0.0
+        for h in dsl.range(0, H, RB):
+            xp[p, h + PT:dsl.min(h + PT + RB, H + PT), PL:PL + W] = x[p, h, :]
+
+
+@dsl.kernel
+def im2col_kernel(xp: GM, cols: GM, KW: Const[int] = 1, SH: Const[int] = 1, SW: Const[int] = 1,
+                  DH: Const[int] = 1, DW: Const[int] = 1, RB: Const[int] = 1):
+    """cols[p, kh*KW + kw, oh, ow] = xp[p, oh*SH + kh*DH, ow*SW + kw*DW] for padded planes xp: per
+    (plane, tap) and block of RB output rows (RB divides OH) one strided 2-D gather and one store."""
+    OW = cols.shape[3]
     L = (OW - 1) * SW + 1
-    OH = cols.shape[2] // OW
     for b, r in dsl.tiles2d((cols.shape[0], cols.shape[1]), (1, 1)):
         p = b.start
         t = r.start
-        kh = t // KW
         a = (t % KW) * DW
-        for oh in dsl.range(OH):
-            o = oh * OW
-            cols[p, t, o:o + OW] = xp[p, oh * SH + kh * DH, a:a + L:SW]
+        for oh in dsl.range(0, cols.shape[2], RB):
+            h = oh * SH + (t // KW) * DH
+            cols[p, t, oh, :] = xp[p, h:h + (RB - 1) * SH + 1:SH, a:a + L:SW]
+
+
+@dsl.kernel
+def conv_shift_kernel(w4: GM, xpf: GM, outp: GM, bias3: GM, LP: int, WP: Const[int] = 1, G: Const[int] = 1,
+                      KW: Const[int] = 1, DH: Const[int] = 1, DW: Const[int] = 1, HAS_BIAS: Const[bool] = False,
+                      BM: Const[int] = 64, BN: Const[int] = 128, BK: Const[int] = 64):
+    """Stride-1 conv without im2col: outp[i, :, q] (q = oh*WP + ow over the padded width WP) = sum over
+    taps t and channels c of w4[i % G, t, :, c] * xpf[i, c, q + (kh*DH)*WP + kw*DW], xpf the padded
+    planes flattened. Each tap's B operand is a plain 2-D window of xpf shifted by the tap's offset."""
+    T = w4.shape[1]
+    for i, m in dsl.tiles2d((xpf.shape[0], w4.shape[2]), (1, BM)):
+        g = i.start % G
+        for n in dsl.tiles(LP, BN):
+            acc = dsl.zeros((BM, BN), f32)
+            for t in dsl.range(T):
+                s = n.start + (t // KW) * DH * WP + (t % KW) * DW
+                for k in dsl.range(0, w4.shape[3], BK):
+                    acc += w4[g, t, m, k] @ xpf[i.start, k, s:s + n.len]
+            if HAS_BIAS:
+                outp[i.start, m, n] = dsl.cast(acc + dsl.cast(bias3[g, m, 0:1], f32), outp.dtype)
+            else:
+                outp[i.start, m, n] = dsl.cast(acc, outp.dtype)
+
+
+@dsl.kernel
+def conv_crop_kernel(outp: GM, out: GM, RB: Const[int] = 32):
+    """out[b, r, :] = outp[b, r, 0:OW]: drop the columns past OW of each padded-width row."""
+    OW = out.shape[2]
+    for b, r in dsl.tiles2d((out.shape[0], out.shape[1]), (1, RB)):
+        out[b.start, r, :] = outp[b.start, r, 0:OW]
 
 
 @dsl.kernel
@@ -148,34 +201,81 @@ def _geometry(x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: A
                 G=G, OH=OH, OW=OW, COg=CO // G, K=Cg * KH * KW, L=OH * OW)
 
 
+def _rows(n: int, row_bytes: int, budget: int = 32 * 1024, divides: bool = False) -> int:
+    """Rows per block: as many as fit `budget` bytes of UB (at least 1, at most n); a divisor of n if asked."""
+    rb = max(1, min(n, budget // max(1, row_bytes)))
+    while divides and n % rb:
+        rb -= 1
+    return rb
+
+
+def _pad(x: Any, d: dict[str, int], rows: int | None = None) -> Any:
+    """The zero-padded planes (N*C, rows, W + 2PW) of x (rows defaults to H + 2PH; more rows are zero
+    slack at the bottom), or x's own planes when nothing is added."""
+    torch = _torch()
+    N, C, H, W, PH, PW = d["N"], d["C"], d["H"], d["W"], d["PH"], d["PW"]
+    x3 = x.contiguous().reshape(N * C, H, W)
+    rows = H + 2 * PH if rows is None else rows
+    if rows == H and not PW:
+        return x3
+    Wp = W + 2 * PW
+    xp = torch.empty((N * C, rows, Wp), dtype=x.dtype)
+    conv_pad_kernel(x3, xp, PT=PH, PL=PW, RB=_rows(rows, Wp * x.element_size()))
+    return xp
+
+
 def _im2col(x: Any, d: dict[str, int], into: Any = None) -> Any:
     """colsT (N*C, KH*KW, OH*OW) of x (zero padding applied first), in the memory of `into` if given
     (a contiguous tensor of at least as many bytes)."""
     torch = _torch()
-    N, C, H, W = d["N"], d["C"], d["H"], d["W"]
-    x3 = x.contiguous().reshape(N * C, H, W)
-    xp = pad_planes(x3, d["PH"], d["PW"], 0.0) if d["PH"] or d["PW"] else x3
-    shape = (N * C, d["KH"] * d["KW"], d["L"])
+    N, C, OH, OW = d["N"], d["C"], d["OH"], d["OW"]
+    xp = _pad(x, d)
+    shape = (N * C, d["KH"] * d["KW"], OH, OW)
     if into is None:
         cols = torch.empty(shape, dtype=x.dtype)
     else:
         nbytes = N * C * d["KH"] * d["KW"] * d["L"] * x.element_size()
         cols = into.view(torch.uint8)[:nbytes].view(x.dtype).reshape(shape)
-    im2col_kernel(xp, cols, OW=d["OW"], KW=d["KW"], SH=d["SH"], SW=d["SW"], DH=d["DH"], DW=d["DW"])
-    return cols
+    im2col_kernel(xp, cols, KW=d["KW"], SH=d["SH"], SW=d["SW"], DH=d["DH"], DW=d["DW"],
+                  RB=_rows(OH, OW * x.element_size(), divides=True))
+    return cols.reshape(N * C, d["KH"] * d["KW"], d["L"])
+
+
+def _conv_shift(x: Any, w: Any, b3: Any, has_bias: bool, d: dict[str, int], out: Any) -> None:
+    """Stride-1 forward into out (N, CO, OH, OW) by `conv_shift_kernel` (no im2col matrix): the padded
+    planes get slack rows so every tap's shifted window stays inside, the output is computed over the
+    padded width and cropped (unless that width is OW already)."""
+    torch = _torch()
+    N, G, COg, Cg, KH, KW = d["N"], d["G"], d["COg"], d["Cg"], d["KH"], d["KW"]
+    Hp, Wp, OH, OW = d["H"] + 2 * d["PH"], d["W"] + 2 * d["PW"], d["OH"], d["OW"]
+    slack = (KW - 1) * d["DW"]
+    xp = _pad(x, d, Hp + -(-slack // Wp))
+    xpf = xp.reshape(N * G, Cg, xp.shape[1] * Wp)
+    w4 = w.reshape(G, COg, Cg, KH * KW).permute(0, 3, 1, 2).contiguous()  # tap-major weight layout
+    LP = OH * Wp
+    outp = out if Wp == OW else torch.empty((N, d["CO"], OH, Wp), dtype=x.dtype)
+    conv_shift_kernel(w4, xpf, outp.reshape(N * G, COg, LP), b3, LP, WP=Wp, G=G, KW=KW, DH=d["DH"], DW=d["DW"],
+                      HAS_BIAS=has_bias)
+    if outp is not out:
+        conv_crop_kernel(outp.reshape(N * d["CO"], OH, Wp), out.reshape(N * d["CO"], OH, OW),
+                    RB=_rows(OH, Wp * x.element_size()))
 
 
 def conv2d(x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
            groups: int = 1) -> Any:
     """torch.nn.functional.conv2d for NCHW torch tensors (f32, f16, bf16; f32 accumulation):
-    zero padding + im2col on the vector side, one cube matmul per image and group, bias on V."""
+    stride 1 by shifted windows of the padded planes (`conv_shift_kernel`), other strides by zero
+    padding + im2col on the vector side and one cube matmul per image and group; bias on V."""
     torch = _torch()
     d = _geometry(x.shape, w.shape, stride, padding, dilation, groups)
     N, G, COg, K, L = d["N"], d["G"], d["COg"], d["K"], d["L"]
-    cols3 = _im2col(x, d).reshape(N * G, K, L)
     out = torch.empty((N, d["CO"], d["OH"], d["OW"]), dtype=x.dtype)
-    w3 = w.contiguous().reshape(G, COg, K)
     b3 = bias.contiguous().reshape(G, COg, 1) if bias is not None else torch.zeros((G, COg, 1), dtype=x.dtype)
+    if d["SH"] == 1 and d["SW"] == 1:
+        _conv_shift(x, w, b3, bias is not None, d, out)
+        return out
+    cols3 = _im2col(x, d).reshape(N * G, K, L)
+    w3 = w.contiguous().reshape(G, COg, K)
     conv_mm_kernel(w3, cols3, out.reshape(N * G, COg, L), b3, G=G, HAS_BIAS=bias is not None)
     return out
 

@@ -66,6 +66,9 @@ class Gen:
     forward: dict = field(default_factory=dict)
     # host-side streaming of UB windows (see `codegen_stream`); None: every instruction on its own
     streams: Streams | None = None
+    # set by compiler.vmath when it inlines a long math recipe: the innermost loop around it asks
+    # the vectoriser to interleave two vectors (two dependency chains in flight; see `loop`)
+    heavy: bool = False
 
     # ------------------------------------------------------------ text helpers
     def tmp(self) -> str:
@@ -295,13 +298,22 @@ class Gen:
         self.cbr(c, bod, done)
         self.block(bod)
         self.cache.append({})
+        outer_heavy, self.heavy = self.heavy, False
         body(i)
         self.cache.pop()
         self.emit(f"{nxt} = add nuw nsw i64 {i}, 1")
         latch = self.label("latch")
         self.br(latch)
         self.block(latch)
-        self.br(head)
+        if self.heavy:  # interleaving is off by default (jit._tuning): force it where it pays
+            self.n += 1
+            md = f"!{self.n}"
+            self.decls.add(f"{md} = distinct !{{{md}, !0}}")
+            self.decls.add('!0 = !{!"llvm.loop.interleave.count", i32 2}')
+            self.emit(f"br label %{head}, !llvm.loop {md}")
+        else:
+            self.br(head)
+        self.heavy = outer_heavy
         self.lines[phi_at] = f"  {i} = phi i64 [0, %{pre}], [{nxt}, %{latch}]"
         self.block(done)
 

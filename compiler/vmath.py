@@ -326,6 +326,10 @@ FUNCS: dict[Instr, Callable[..., V]] = {
 
 #: unary functions with a cheap recipe valid where a guard holds and a dear one for the rest:
 #: instr -> (guard, fast, exact). FUNCS has their meaning, guard ? fast : exact, element by element.
+# long recipes (dependency chains of tens of instructions): their loops interleave two vectors
+HEAVY = frozenset({Instr.VEXP, Instr.VLOG, Instr.VTANH, Instr.VSIGMOID, Instr.VERF, Instr.VGELU, Instr.VGELU_TANH,
+                   Instr.VSOFTPLUS, Instr.VPOW})
+
 GUARDED: dict[Instr, tuple[Callable[..., V], Callable[..., V], Callable[..., V]]] = {
     Instr.VSIN: (sincos_guard, lambda b, x: sincos_fast(b, x, False), lambda b, x: sincos_exact(b, x, False)),
     Instr.VCOS: (sincos_guard, lambda b, x: sincos_fast(b, x, True), lambda b, x: sincos_exact(b, x, True)),
@@ -395,6 +399,8 @@ def emit(g: Gen, instr: Instr, xs: list[str]) -> str:
     """LLVM IR for one element of `instr` on f32 operands xs (SSA names); returns the result's name."""
     if instr in GUARDED:
         return _call_guarded(g, instr, xs[0])
+    if instr in HEAVY:
+        g.heavy = True
     out = FUNCS[instr](IRB(g), *[(x, "float") for x in xs])
     return str(out[0])
 

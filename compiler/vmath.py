@@ -15,7 +15,8 @@ Most recipes are branch-free and inline. sin and cos are `GUARDED`: a cheap reci
 as internal functions with vector variants (`vector-function-abi-variant`) that the loop vectoriser
 calls once per vector; a variant runs the exact recipe only if some lane needs it (a branch, which
 inline code in a vectorised loop cannot have). Long polynomials are partly evaluated by Estrin's
-scheme: the element loops are not interleaved, so their speed is set by the dependency chain.
+scheme, and the loop around a `HEAVY` recipe asks the vectoriser to interleave two vectors
+(`Gen.loop`): their speed is set by the length of the dependency chain, not the instruction count.
 
 Accuracy, in f32 ulps of the exact result (measured by tests/compiler/test_vmath.py on a strided
 sweep of all f32 bit patterns plus the edges, against float64; torch's CPU kernels on the same

@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from op_library import conv as conv_mod
 from op_library.conv import conv2d, conv2d_backward
 from op_library.pool import avg_pool2d, avg_pool2d_backward, max_pool2d, max_pool2d_backward
 
@@ -47,6 +48,46 @@ def test_conv2d_forward_backward(case: tuple, bias: bool) -> None:
         _close(gb, b.grad)
     else:
         assert gb is None
+
+
+# (C, CO, kernel, stride, padding, dilation, groups) on N=3, H=11, W=10: the forward paths (stride-phase
+# shifted windows, per image or with the images stacked, and im2col) each checked on every case
+PATH_CASES = [
+    (8, 6, (3, 3), 2, 1, 1, 1),
+    (8, 5, (3, 3), (1, 2), 1, 1, 1),
+    (8, 4, (3, 2), (2, 3), (1, 2), 1, 1),
+    (8, 4, (3, 3), 2, 2, 2, 1),         # dilation with stride
+    (8, 4, (2, 3), (2, 1), (0, 1), (1, 2), 1),
+    (16, 8, (3, 3), 2, 1, 1, 2),        # groups with stride
+    (16, 16, (3, 3), (2, 3), 1, 1, 16),  # depthwise, strided
+    (8, 6, (1, 1), 2, 0, 1, 1),         # strided 1x1
+    (8, 6, (3, 3), 1, 1, 1, 1),
+    (1, 4, (3, 3), 1, 1, 1, 1),
+    (2, 4, (3, 3), 2, 1, 1, 1),
+    (3, 5, (5, 3), (1, 2), 2, 1, 1),
+]
+
+
+@pytest.mark.parametrize("path", ["image", "batch", "im2col", "im2col-batch"])
+@pytest.mark.parametrize("case", PATH_CASES)
+def test_conv2d_paths(case: tuple, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    C, CO, k, s, p, d, g = case
+    monkeypatch.setattr(conv_mod, "_BATCH_BELOW", 10 ** 9 if path == "batch" else 0)
+    monkeypatch.setattr(conv_mod, "_IM2COL_BATCH_BELOW", 10 ** 9 if path == "im2col-batch" else 0)
+    monkeypatch.setattr(conv_mod, "_use_im2col", lambda geom: path.startswith("im2col"))
+    x = torch.randn(3, C, 11, 10)
+    w = torch.randn(CO, C // g, *k)
+    b = torch.randn(CO)
+    for bias in (b, None):
+        _close(conv2d(x, w, bias, s, p, d, g), F.conv2d(x, w, bias, s, p, d, g))
+    if path == "batch":  # the backward has one path
+        xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+        want = F.conv2d(xx, ww, None, s, p, d, g)
+        gy = torch.randn_like(want)
+        want.backward(gy)
+        gx, gw, _ = conv2d_backward(gy, x, w, s, p, d, g, with_bias=False)
+        _close(gx, xx.grad)
+        _close(gw, ww.grad)
 
 
 def test_conv2d_multi_block() -> None:

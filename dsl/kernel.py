@@ -312,11 +312,12 @@ class Launch:
         self.kernel, self.block_dim, self.config = kernel, block_dim, config
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        if not kwargs and not _CFG.interpret:
-            # the hot path: a recipe made by an earlier launch of the same specialisation
-            for b in self.kernel._binders.get(
-                    (len(args), self.block_dim, self.config or _CFG.hw, (_CFG.stream, _CFG.host_isa, _CFG.cube_isa)), ()):
-                if b.launch(args):
+        if not _CFG.interpret:
+            # the hot path: a recipe made by an earlier launch of the same specialisation (keyword
+            # arguments given by the same names in the same order)
+            for b in self.kernel._binders.get((len(args), tuple(kwargs), self.block_dim, self.config or _CFG.hw,
+                                               (_CFG.stream, _CFG.host_isa, _CFG.cube_isa)), ()):
+                if b.launch(args + tuple(kwargs.values()) if kwargs else args):
                     return
         self._launch(args, kwargs, trace=False)
 
@@ -370,9 +371,9 @@ class Launch:
         if error is not None:
             raise _strip(_launch_error(plan, error))
         if not trace:
-            if not kwargs and printer is None:
-                key = (len(args), self.block_dim, self.config or CONFIG.hw, _knobs())
-                b = _Binder.make(k, args, values, infos, plan, compiled, cfg, n)
+            if printer is None:
+                key = (len(args), tuple(kwargs), self.block_dim, self.config or CONFIG.hw, _knobs())
+                b = _Binder.make(k, args, kwargs, values, infos, plan, compiled, cfg, n)
                 if b is not None:
                     k._binders[key] = [b] + k._binders.get(key, [])[:3]  # the newest first, a few kept
             return None
@@ -435,18 +436,19 @@ class _Binder:
         self.run_cores, self.inline = L.run_cores, L.INLINE_BYTES
 
     @staticmethod
-    def make(k: Kernel, args: tuple, values: list[Any], infos: list[_Arg | None], plan: Any, compiled: Any, cfg: Any,
-             n: int) -> "_Binder | None":
+    def make(k: Kernel, args: tuple, kwargs: dict, values: list[Any], infos: list[_Arg | None], plan: Any,
+             compiled: Any, cfg: Any, n: int) -> "_Binder | None":
+        """The recipe for calls like this one: the positional arguments, then the keyword ones in the
+        order given (the binder's key holds their names); parameters left to their defaults are
+        Consts or scalars whose words are in the template."""
         from simulator import launch as L
 
+        given = list(range(len(args))) + [k.names.index(name) for name in kwargs]
+        if any(d.kind == "gm" and i not in given for i, d in enumerate(k.decls)):
+            return None
         steps: list[tuple] = []
-        for i, d in enumerate(k.decls):
-            p = plan.params[i]
-            if i >= len(args):
-                if d.kind == "gm":
-                    return None
-                continue
-            v, info = args[i], infos[i]
+        for v, i in zip(list(args) + list(kwargs.values()), given):
+            d, p, info = k.decls[i], plan.params[i], infos[i]
             if d.kind == "gm":
                 assert info is not None
                 tp = type(v)

@@ -53,7 +53,7 @@ from op_library.pool import _pair, crop_planes
 # stack the images into one matmul when an image has fewer output positions (measured: 8x64x16x16 with
 # 288 is faster per image, 8x64x8x8 stride 2 with 20-16 faster stacked)
 _BATCH_BELOW = 128
-_IM2COL_BATCH_BELOW = 0  # the same for im2col: measured no faster on 8x64x8x8 s2 (the extra transposing crop), so off
+_IM2COL_BATCH_BELOW = 128  # the same for im2col (8x64x8x8 s2: 0.26 ms for one 128x576x128 matmul vs 0.32 per image)
 
 
 @dsl.kernel
@@ -68,6 +68,52 @@ def conv_pad_kernel(x: GM, xp: GM, PT: Const[int] = 0, PL: Const[int] = 0, RB: C
             xp[p, h, :] = 0.0
         for h in dsl.range(0, H, RB):
             xp[p, h + PT:dsl.min(h + PT + RB, H + PT), PL:PL + W] = x[p, h, :]
+
+
+@dsl.kernel
+def conv_pad_planes_kernel(x: GM, xpf: GM, PT: Const[int] = 0, PL: Const[int] = 0, WP: Const[int] = 1,
+                           PB: Const[int] = 1):
+    """conv_pad_kernel for many small planes, into the flat view xpf (N*C, rows*WP) of the padded
+    planes: per block of PB planes, the planes zeroed whole (long contiguous rows), then one 2-D window
+    per input row with the planes as its rows (the plane pitch as row stride)."""
+    W = x.shape[2]
+    for b in dsl.tiles(x.shape[0], PB):
+        xpf[b, :] = 0.0
+        for h in dsl.range(x.shape[1]):
+            o = (h + PT) * WP + PL
+            xpf[b, o:o + W] = x[b, h, :]
+
+
+@dsl.kernel
+def im2col_planes_kernel(xp: GM, cols: GM, KW: Const[int] = 1, SH: Const[int] = 1, SW: Const[int] = 1,
+                         DH: Const[int] = 1, DW: Const[int] = 1, PB: Const[int] = 1):
+    """im2col_kernel for small planes, with the channels of one image as the rows of each DMA: for
+    padded planes xp (N, C, Hp, Wp) and cols (N, C, T, OH, OW), per (image, tap, block of PB channels)
+    and output row one strided gather and one store."""
+    N = xp.shape[0]
+    OH = cols.shape[3]
+    L = (cols.shape[4] - 1) * SW + 1
+    for bt, c in dsl.tiles2d((N * cols.shape[2], xp.shape[1]), (1, PB)):
+        n = bt.start // cols.shape[2]
+        t = bt.start % cols.shape[2]
+        a = (t % KW) * DW
+        for oh in dsl.range(OH):
+            cols[n, c, t, oh, :] = xp[n, c, oh * SH + (t // KW) * DH, a:a + L:SW]
+
+
+@dsl.kernel
+def im2col_planes_batch_kernel(xp: GM, cols: GM, KW: Const[int] = 1, SH: Const[int] = 1, SW: Const[int] = 1,
+                               DH: Const[int] = 1, DW: Const[int] = 1, PB: Const[int] = 1):
+    """im2col_planes_kernel into the batched layout cols (C, T, N, OH, OW): the images side by side."""
+    N = xp.shape[0]
+    OH = cols.shape[3]
+    L = (cols.shape[4] - 1) * SW + 1
+    for bt, c in dsl.tiles2d((N * cols.shape[1], xp.shape[1]), (1, PB)):
+        n = bt.start // cols.shape[1]
+        t = bt.start % cols.shape[1]
+        a = (t % KW) * DW
+        for oh in dsl.range(OH):
+            cols[c, t, n, oh, :] = xp[n, c, oh * SH + (t // KW) * DH, a:a + L:SW]
 
 
 @dsl.kernel
@@ -164,6 +210,17 @@ def conv_crop_kernel(outp: GM, out: GM, TRANS: Const[bool] = False, RB: Const[in
                 out[b.start, c.start, r:dsl.min(r + RB, OH), :] = outp[c.start, b.start, r:dsl.min(r + RB, OH), 0:OW]
             else:
                 out[b.start, c.start, r:dsl.min(r + RB, OH), :] = outp[b.start, c.start, r:dsl.min(r + RB, OH), 0:OW]
+
+
+@dsl.kernel
+def conv_crop_planes_kernel(outp: GM, out: GM, CB: Const[int] = 1):
+    """The transposing crop for small planes: out[n, c, r, :] = outp[c, n, r, 0:OW], the channels of
+    a block of CB as the rows of each DMA (one per image, output row and block)."""
+    OH = out.shape[2]
+    OW = out.shape[3]
+    for b, c in dsl.tiles2d((out.shape[0], out.shape[1]), (1, CB)):
+        for r in dsl.range(OH):
+            out[b.start, c, r, :] = outp[c, b.start, r, 0:OW]
 
 
 @dsl.kernel
@@ -283,7 +340,11 @@ def _pad(x: Any, d: dict[str, int], rows: int | None = None, cols: int | None = 
     if rows == H and Wp == W:
         return x3
     xp = torch.empty((N * C, rows, Wp), dtype=x.dtype)
-    conv_pad_kernel(x3, xp, PT=PH, PL=PW, RB=_rows(rows, Wp * x.element_size()))
+    rb, pb = _rows(rows, Wp * x.element_size()), _rows(N * C, rows * Wp * x.element_size())
+    if -(-N * C // pb) * (1 + H) < N * C * (-(-rows // rb) + -(-H // rb)):  # fewer DMAs: planes as rows
+        conv_pad_planes_kernel(x3, xp.reshape(N * C, rows * Wp), PT=PH, PL=PW, WP=Wp, PB=pb)
+    else:
+        conv_pad_kernel(x3, xp, PT=PH, PL=PW, RB=rb)
     return xp
 
 
@@ -299,8 +360,17 @@ def _im2col(x: Any, d: dict[str, int], into: Any = None, batch: bool = False) ->
     else:
         nbytes = N * C * d["KH"] * d["KW"] * d["L"] * x.element_size()
         cols = into.view(torch.uint8)[:nbytes].view(x.dtype).reshape(shape)
-    im2col_kernel(xp, cols, KW=d["KW"], SH=d["SH"], SW=d["SW"], DH=d["DH"], DW=d["DW"],
-                  RB=_rows(OH, OW * x.element_size(), divides=True), C=C, BATCH=batch)
+    T, esize = d["KH"] * d["KW"], x.element_size()
+    rb, pb = _rows(OH, OW * esize, divides=True), _rows(C, OW * esize)
+    geo = dict(KW=d["KW"], SH=d["SH"], SW=d["SW"], DH=d["DH"], DW=d["DW"])
+    if -(-C // pb) * OH < C * (OH // rb):  # fewer DMAs with the channels as the rows of each
+        xp4 = xp.reshape(N, C, xp.shape[1], xp.shape[2])
+        if batch:
+            im2col_planes_batch_kernel(xp4, cols.reshape(C, T, N, OH, OW), PB=pb, **geo)
+        else:
+            im2col_planes_kernel(xp4, cols.reshape(N, C, T, OH, OW), PB=pb, **geo)
+    else:
+        im2col_kernel(xp, cols, RB=rb, C=C, BATCH=batch, **geo)
     return cols.reshape(shape[0], d["KH"] * d["KW"], -1)
 
 
@@ -339,7 +409,18 @@ def _conv_shift(x: Any, w: Any, b3: Any, has_bias: bool, d: dict[str, int], out:
     conv_shift_kernel(w4, xq.reshape(B, P, Cg, -1), outp.reshape(B, COg, -1), b3, LP, G=G, KW=KW, SH=SH, SW=SW,
                       DH=DH, DW=DW, WQ=WQ, HAS_BIAS=has_bias)
     if outp is not out:
-        conv_crop_kernel(outp, out, TRANS=batch, RB=_rows(OH, WQ * x.element_size()))
+        _crop(outp, out, batch, WQ)
+
+
+def _crop(outp: Any, out: Any, trans: bool, width: int) -> None:
+    """out (N, CO, OH, OW) from outp ((CO, N) transposed if `trans`, rows >= OH and columns >= OW
+    dropped), by whichever crop kernel issues fewer DMAs."""
+    N, CO, OH, _ = out.shape
+    rb, cb = _rows(OH, width * out.element_size()), _rows(CO, width * out.element_size())
+    if trans and N * -(-CO // cb) * OH < N * CO * -(-OH // rb):
+        conv_crop_planes_kernel(outp, out, CB=cb)
+    else:
+        conv_crop_kernel(outp, out, TRANS=trans, RB=rb)
 
 
 def _use_im2col(d: dict[str, int]) -> bool:
@@ -372,7 +453,7 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, 
         outp = torch.empty((d["CO"], N, d["OH"], d["OW"]), dtype=x.dtype)
         conv_mm_kernel(w3, _im2col(x, d, batch=True).reshape(G, K, N * L), outp.reshape(G, COg, N * L), b3, G=G,
                        HAS_BIAS=bias is not None)
-        conv_crop_kernel(outp, out, TRANS=True, RB=_rows(d["OH"], d["OW"] * x.element_size()))
+        _crop(outp, out, True, d["OW"])
         return out
     cols3 = _im2col(x, d).reshape(N * G, K, L)
     conv_mm_kernel(w3, cols3, out.reshape(N * G, COg, L), b3, G=G, HAS_BIAS=bias is not None)

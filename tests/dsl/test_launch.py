@@ -71,6 +71,30 @@ def test_what_does_not_fit_takes_the_full_path() -> None:
     assert (y == 3).all()
 
 
+def test_keyword_arguments_have_recipes_too() -> None:
+    """op_library passes Consts (and scalars) by keyword: such calls take the fast path as well, keyed
+    by the names in the order given, and still see new values."""
+    k = axpb.with_options()
+    x, y = np.arange(100, dtype=np.float32), np.zeros(100, np.float32)
+    k[2](x, y, b=3, a=2.0, TILE=32)
+    assert binders(k) == 1
+    k[2](x, y, b=1, a=0.5, TILE=32)
+    assert binders(k) == 1  # served by the recipe
+    np.testing.assert_array_equal(y, x * np.float32(0.5) + 1)
+    k[2](x, y, 2.0, b=5)  # other names: another recipe, the Const left to its default
+    np.testing.assert_array_equal(y, x * 2 + 5)
+    k[2](x, y, 2.0, b=6)
+    np.testing.assert_array_equal(y, x * 2 + 6)
+    assert binders(k) == 2
+    k[2](x, y, b=1, a=1.0, TILE=16)  # another Const value: another specialisation
+    np.testing.assert_array_equal(y, x + 1)
+    with pytest.raises(KernelError, match="E402"):  # a bad keyword value is refused as on the full path
+        k[2](x, y, b=1.5, a=1.0, TILE=16)
+    k[2](y=y, x=x, a=1.0, b=2)  # tensors by keyword
+    k[2](y=y, x=x, a=1.0, b=3)
+    np.testing.assert_array_equal(y, x + 3)
+
+
 def test_failed_launch_leaves_tensors_and_recipes_intact() -> None:
     k = rows2.with_options()
     x = np.ones((6, 5), np.float32)

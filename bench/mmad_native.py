@@ -2,7 +2,7 @@
 
 For each BM x BN output block, for each BK step of k: the A block (BM x BK) and the B block
 (BK x BN) GM -> L0A / L0B in one pass each (as compiled kernels do when the L1 staging buffer
-has no other reader: compiler.codegen_cube.forwarding; `--two-pass`: ND->NZ into L1, then L1 -> L0),
+has no other reader: compiler.backend.codegen_cube.forwarding; `--two-pass`: ND->NZ into L1, then L1 -> L0),
 Mmad (init on the first step); then Fixpipe of the block to the output. Extents are run-time values and capacities constants, as in a
 compiled kernel. Prints GFLOP/s and ratios (torch / ours: 1.0 means as fast as torch); asserts
 nothing. Timings are the minimum of interleaved repeats (the host's cores are shared).
@@ -25,8 +25,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compiler import cube, jit  # noqa: E402
-from compiler.codegen import Gen  # noqa: E402
+from compiler import jit  # noqa: E402
+from compiler.backend import cube  # noqa: E402
+from compiler.backend.gen import Gen  # noqa: E402
 from compiler.ir import Kernel  # noqa: E402
 from dsl.types import DType, bf16, f16, f32  # noqa: E402
 
@@ -135,7 +136,7 @@ def main() -> None:
     torch.set_num_threads(1)
     n = args.n
     blocks = tuple(int(x) for x in args.blocks.split("x"))
-    from compiler.cube_micro import describe
+    from compiler.backend.cube_micro import describe
 
     print(f"target: {jit.host_fingerprint().split('|')[0]}, mmad path: {args.isa or cube.host_isa()}, "
           f"micro-tile {describe()}, "

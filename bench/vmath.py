@@ -1,4 +1,4 @@
-"""The vector builtins (compiler/vmath.py) against torch on one thread: time on 4M f32 elements and
+"""The vector builtins (compiler/backend/vmath.py) against torch on one thread: time on 4M f32 elements and
 ulp error against float64 on the same strided sweep of f32 bit patterns.
 
 Prints per function: vinci ms, torch ms, their ratio and whether the 1.5x target is met, then the
@@ -27,7 +27,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import dsl  # noqa: E402
 from bench.run import best_of_both  # noqa: E402
-from compiler import vmath as M  # noqa: E402
+from compiler.backend import vmath as M  # noqa: E402
 from compiler.config import CONFIG  # noqa: E402
 from dsl import GM, Const, f32  # noqa: E402
 from simulator.isa import Instr  # noqa: E402

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
-from compiler.sexpr import SExpr, fmt
+from compiler.sexpr import SExpr, const, fmt
 from dsl.errors import UNKNOWN, SourceLoc
 from dsl.types import DType, Mem
-from simulator.isa import INFO, Instr, Pipe
+from simulator.isa import INFO, CubeType, Instr, Pipe
 
 
 def _loc() -> SourceLoc:
@@ -273,6 +273,19 @@ def pipe_of(s: Stmt) -> Pipe:
     if isinstance(s, Mmad):
         return Pipe.M
     return Pipe.S
+
+
+REDUCE = (Instr.VREDUCE_SUM, Instr.VREDUCE_MAX, Instr.VREDUCE_MIN)  # the vector reductions
+
+# the cube type an Mmad runs as (its trace event's operand), by input dtype
+CUBE_TYPE = {"f16": CubeType.F16, "bf16": CubeType.F16, "f32": CubeType.F32, "i8": CubeType.I8}
+
+
+def broadcasts(src: Buf, dst: Buf) -> tuple[bool, bool]:
+    """Whether vector operand `src` is broadcast over `dst`'s rows, over its columns (a capacity
+    of 1 where the destination has more)."""
+    one = const(1)
+    return (src.cap[0] == one and dst.cap[0] != one, src.cap[1] == one and dst.cap[1] != one)
 
 
 def walk(body: tuple[Stmt, ...]):

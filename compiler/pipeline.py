@@ -1,9 +1,21 @@
-"""The compiler's stages in order, each a pure function from one IR to the next.
+"""The compiler's pipeline, in order: each stage a pure function from one IR to the next, each in
+its room of `compiler/`.
 
-    AST --lower--> Tile IR --split_cores--> --assign_units--> --place_buffers--> --insert_sync--> Core IR
-        --codegen--> LLVM IR --jit (O3, host CPU)--> machine code (cached in memory and on disk)
+    stage          where                  does
+    parse          dsl/parser.py          kernel source -> AST (at `@dsl.kernel`, before any of this)
+    lower          frontend/lower.py      AST -> Tile IR: what the kernel computes, on tiles
+    split_cores    passes/split.py        the outer tile loop shared out over the cores
+    assign_units   passes/units.py        every op bound to a pipe and an instruction
+    place_buffers  passes/place.py        every buffer given a memory, an offset and ping-pong slots
+    insert_sync    passes/sync.py         flags between the pipes: Core IR
+                   passes/verify.py       each stage's promises, checked after every pass in tests
+    codegen        backend/codegen.py     Core IR -> LLVM IR text (vector, element, streaming and cube
+                                          emitters, the math library)
+    jit            jit.py                 LLVM IR -> O3 machine code for the host CPU, cached in memory
+                                          and on disk (keyed by `cache_key`)
 
-`compile_kernel` runs them all (or stops at a stage for `vinci compile --emit`).
+`interp/` runs the Core IR in numpy instead of the last two stages (`VINCI_INTERPRET=1`).
+`compile_kernel` runs them all; `emit` stops at any stage for `vinci compile --emit`.
 """
 from __future__ import annotations
 
@@ -46,7 +58,7 @@ class Plan:
     symbol: str
     params: list[ParamSpec]
     nwords: int
-    checks: list[Any]  # compiler.codegen.CheckInfo
+    checks: list[Any]  # compiler.backend.gen.CheckInfo
     locs: list[SourceLoc]
     strings: dict = field(default_factory=dict)
     prints: bool = True  # the kernel calls dsl.print (the launcher then installs a print callback)
@@ -55,7 +67,7 @@ class Plan:
 
 def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg: HwConfig,
             stop: str | None = None, timings: dict[str, float] | None = None) -> Kernel:
-    from compiler.lower import lower
+    from compiler.frontend.lower import lower
 
     t = time.perf_counter()
     k = lower(fdef, env, params, options)
@@ -73,7 +85,7 @@ def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: di
 
 def cache_key(source: str, spec: tuple, options: dict, cfg: HwConfig, stream: bool = True) -> str:
     h = hashlib.sha256()
-    from compiler.cube import host_isa
+    from compiler.backend.cube import host_isa
 
     for part in (source, repr(spec), repr(sorted(options.items())), cfg.fingerprint(), jit.source_hash(),
                  jit.host_fingerprint(), host_isa(), f"stream={stream}"):
@@ -95,7 +107,7 @@ def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[Par
     sym = symbol_for(fdef.name, key)
 
     def build() -> tuple[str, Plan]:
-        from compiler.codegen import generate
+        from compiler.backend.codegen import generate
 
         timings: dict[str, float] = {}
         k = to_core(fdef, env, params, options, cfg, timings=timings)
@@ -113,7 +125,7 @@ def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[Par
 
 def emit(stage: str, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg: HwConfig) -> str:
     """Text of one stage, for `vinci compile --emit`."""
-    from compiler.codegen import generate
+    from compiler.backend.codegen import generate
     from compiler.ir import dump
     from dsl import ast as A
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 # The run-time value of an expression, as the native code computes it (wrapping i64, x // 0 == 0,
-# IEEE f64), is `compiler.interpret.seval`: one set of rules for the interpreter and for tests.
+# IEEE f64), is `compiler.interp.interpret.seval`: one set of rules for the interpreter and for tests.
 from typing import Any, Callable, Union
 
 I64 = "i64"

@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 import unicodedata
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
@@ -40,7 +40,11 @@ from dsl import ast as A
 from dsl.errors import KernelError, SourceLoc, debug_enabled
 from dsl.syntax_errors import CLOSE_OF as _CLOSE_OF
 from dsl.syntax_errors import CLOSERS as _CLOSERS
+from dsl.syntax_errors import Clause as _Clause
 from dsl.syntax_errors import Problem as _Problem
+from dsl.syntax_errors import Span as _Span
+from dsl.syntax_errors import at as _at
+from dsl.syntax_errors import span_of as _span_of
 from dsl.syntax_errors import syntax_error as _syntax_error
 
 __all__ = ["parse_function"]
@@ -131,19 +135,6 @@ _UNARY_PREC = 11
 
 # ------------------------------------------------------------------ indentation
 _OPENERS = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
-
-
-def _span_of(tok: Token) -> _Span:
-    """A lexed token's (line, col, end_line, end_col): lark types them Optional, the lexer always sets them."""
-    line, col, end_line, end_col = tok.line, tok.column, tok.end_line, tok.end_column
-    assert line is not None and col is not None and end_line is not None and end_col is not None
-    return line, col, end_line, end_col
-
-
-def _at(tok: Token) -> tuple[int, int, int]:
-    """(line, col, end_col) of a lexed token, for a `_Problem`."""
-    line, col, _, end_col = _span_of(tok)
-    return line, col, end_col
 
 
 class _KernelIndenter(Indenter):
@@ -274,22 +265,12 @@ def _split_string(tok: Token) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------ parse results -> AST
-@dataclass
-class _Clause:
-    """`elif test: body` / `else: body`, on its way into an If (or an error)."""
-
-    tok: Token
-    body: tuple[A.Stmt, ...]
-    test: A.Expr | None = None
-
-
 class _CmpOp(NamedTuple):
     op: str
     first: Token
     last: Token
 
 
-_Span = tuple[int, int, int, int]  # line, col, end_line, end_col (1-based, end exclusive), unshifted
 _ASSIGNABLE = (A.Name, A.Attribute, A.Subscript)
 
 

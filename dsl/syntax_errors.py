@@ -31,6 +31,32 @@ class Problem(Exception):
     hint: str | None = None
 
 
+# ------------------------------------------------------------------ what the parser and its errors share
+Span = tuple[int, int, int, int]  # line, col, end_line, end_col (1-based, end exclusive), unshifted
+
+
+def span_of(tok: Token) -> Span:
+    """A lexed token's (line, col, end_line, end_col): lark types them Optional, the lexer always sets them."""
+    line, col, end_line, end_col = tok.line, tok.column, tok.end_line, tok.end_column
+    assert line is not None and col is not None and end_line is not None and end_col is not None
+    return line, col, end_line, end_col
+
+
+def at(tok: Token) -> tuple[int, int, int]:
+    """(line, col, end_col) of a lexed token, for a `Problem`."""
+    line, col, _, end_col = span_of(tok)
+    return line, col, end_col
+
+
+@dataclass
+class Clause:
+    """`elif test: body` / `else: body`, on its way into an If (or an error): an entry of the
+    parser's value stack that `_header` recognises."""
+
+    tok: Token
+    body: tuple[A.Stmt, ...]
+    test: A.Expr | None = None
+
 
 # ------------------------------------------------------------------ syntax errors
 _HEADERS = {"FOR", "IF", "ELIF", "ELSE", "DEF"}
@@ -58,15 +84,13 @@ def _unclosed_bracket(text: str) -> tuple[int, int, str] | None:
 
 def _header(stack: list[Any]) -> tuple[str, int] | None:
     """The compound statement whose header is being parsed: (keyword, line), if any."""
-    from dsl.parser import _at, _Clause  # the parser's own value-stack entries (imported by then)
-
     for i in range(len(stack) - 1, -1, -1):
         tok = stack[i]
         if isinstance(tok, Token) and tok.type in _HEADERS:
             prev = stack[i - 1] if i else None
-            if tok.type in ("DEF", "ELIF") or prev is None or isinstance(prev, (A.Stmt, tuple, _Clause)) or (
+            if tok.type in ("DEF", "ELIF") or prev is None or isinstance(prev, (A.Stmt, tuple, Clause)) or (
                     isinstance(prev, Token) and prev.type in ("_NEWLINE", "_INDENT", "_DEDENT")):
-                return str(tok), _at(tok)[0]
+                return str(tok), at(tok)[0]
     return None
 
 

@@ -117,7 +117,7 @@ def test_key_covers_compiler_host_and_config() -> None:
 
 
 def test_key_covers_the_mmad_path(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from compiler import cube
+    from compiler.backend import cube
     from compiler.config import CONFIG
     from compiler.pipeline import cache_key
     from simulator.config import load_config

@@ -1,4 +1,4 @@
-"""The cube unit's native code (compiler/cube.py), each emitter compiled standalone and checked
+"""The cube unit's native code (compiler/backend/cube.py), each emitter compiled standalone and checked
 against numpy models of the NZ / zZ / L0B / L0C layouts."""
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from compiler import cube, jit
-from compiler.codegen import Gen
+from compiler import jit
+from compiler.backend import cube
+from compiler.backend.cube_micro import MicroTarget, Tile, choose_tile
+from compiler.backend.gen import Gen
 from compiler.config import CONFIG
-from compiler.cube_micro import MicroTarget, Tile, choose_tile
 from compiler.host import LEVEL_FEATURES, LEVELS, runnable_levels
-from compiler.interpret_rules import fma32
+from compiler.interp.interpret_rules import fma32
 from compiler.ir import Kernel
 from dsl.types import DType, bf16, f16, f32, i8, i32
 
@@ -277,7 +278,7 @@ def test_mmad_random_floats(isa: str, dt: str, m: int, n: int, k: int) -> None:
 
 
 def test_micro_tiles() -> None:
-    """The micro-tile each vector ISA gets (compiler/cube_micro.py's table)."""
+    """The micro-tile each vector ISA gets (compiler/backend/cube_micro.py's table)."""
     assert choose_tile(16, 32, True) == Tile(8, 48, 16)  # AVX-512: 24 zmm accumulators
     assert choose_tile(8, 16, True) == Tile(6, 16, 8)  # AVX2 + FMA: 12 ymm
     assert choose_tile(4, 16, False) == Tile(5, 8, 4)  # SSE4.2, fmul + fadd: 10 xmm
@@ -320,7 +321,7 @@ def test_mmad_every_level(level: str, dt: str, m: int, n: int, k: int) -> None:
 @pytest.mark.parametrize("level", LEVELS)
 def test_mmad_rounding_every_level(level: str) -> None:
     """Random f32: one rounding per k (fma) where the level has FMA, two (fmul, fadd) on x86-64-v2,
-    k in order, as compiler.interpret_rules.mmad_values models it."""
+    k in order, as compiler.interp.interpret_rules.mmad_values models it."""
     m, n, k = 29, 40, 37
     pads = (up(m, 16), up(k, 8), up(n, 16))
     a = rng.standard_normal((m, k)).astype(np.float32)

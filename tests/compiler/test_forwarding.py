@@ -1,4 +1,4 @@
-"""Host-side MTE2 -> MTE1 forwarding (compiler.codegen_cube.forwarding): a GM -> L1 load whose only
+"""Host-side MTE2 -> MTE1 forwarding (compiler.backend.codegen_cube.forwarding): a GM -> L1 load whose only
 reader is the next L1 -> L0A/L0B move writes the L0 layout itself. What it writes must be what the
 two copies leave, and it must only apply where nothing else could see the L1 buffer."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from compiler import codegen_cube, cube
+from compiler.backend import codegen_cube, cube
+from compiler.frontend.lower import lower
 from compiler.ir import Load, Move
-from compiler.lower import lower
 from compiler.pipeline import stages
 from dsl.types import Mem
 from simulator.config import load_config
@@ -129,7 +129,7 @@ def test_a_lesser_mmad_path_computes_the_same(tmp_path) -> None:  # type: ignore
     root = Path(__file__).resolve().parents[2]
     code = (
         "import sys, torch; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/examples/kernels']\n"
-        "from compiler import cube; from matmul import matmul\n"
+        "from compiler.backend import cube; from matmul import matmul\n"
         "a = torch.randint(-3, 4, (40, 72)).to(torch.bfloat16); b = torch.randint(-3, 4, (72, 33)).to(torch.bfloat16)\n"
         "c = torch.empty(40, 33); matmul[4](a, b, c, BM=32, BN=32, BK=32)\n"
         "print(cube.host_isa(), torch.equal(c, a.float() @ b.float()))\n")

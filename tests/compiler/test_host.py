@@ -7,8 +7,9 @@ import ctypes
 import numpy as np
 import pytest
 
-from compiler import convert, cube, jit
-from compiler.codegen import Gen
+from compiler import jit
+from compiler.backend import convert, cube
+from compiler.backend.gen import Gen
 from compiler.config import CONFIG
 from compiler.host import LEVELS, HostISAError, make_target, runnable_levels
 from compiler.ir import Kernel

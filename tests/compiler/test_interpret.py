@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import dsl
-from compiler import interpret as I
-from compiler import interpret_rules as R
 from compiler.config import CONFIG
+from compiler.interp import interpret as I
+from compiler.interp import interpret_rules as R
 from compiler.ir import ParamSpec
 from compiler.pipeline import to_core
 from dsl import GM, Const, bf16, f16, f32, i8, i32

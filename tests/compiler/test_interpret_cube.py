@@ -3,7 +3,7 @@
 GM -> L1 (NZ), L1 -> L0A/L0B (transposed or not), Mmad into L0C and the FIX pipe out of it, in
 the example and op_library kernels, for every operand type, with tails in M, N and K, every
 transpose and the FIX epilogues (scale, relu, casts). Outputs must be bit-identical, except bf16
-products on AMX hosts (see `compiler.interpret`: the tile unit's accumulation order is not
+products on AMX hosts (see `compiler.interp.interpret`: the tile unit's accumulation order is not
 modelled), which agree to rounding; profiled runs give the same event records and cycles.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from test_interpret import both as _both  # noqa: E402
 from test_interpret import interpreting, same, same_runs  # noqa: E402, F401
 
 import dsl
-from compiler import interpret as I
-from compiler import interpret_rules as R
+from compiler.interp import interpret as I
+from compiler.interp import interpret_rules as R
 from dsl import GM, Const, f16, f32, i8, i32
 from op_library.matmul import bmm_kernel, linear_kernel, mm_kernel
 
@@ -305,8 +305,9 @@ def test_fma32_rounds_once() -> None:
 @functools.lru_cache(maxsize=None)
 def _native_mmad(dt: str, isa: str):  # type: ignore[no-untyped-def]
     """cube.gen_mmad compiled on its own for one path, as a ctypes function."""
-    from compiler import cube, jit
-    from compiler.codegen import Gen
+    from compiler import jit
+    from compiler.backend import cube
+    from compiler.backend.gen import Gen
     from compiler.ir import Kernel
 
     params = [("c", "ptr"), ("a", "ptr"), ("b", "ptr"), ("m", "i64"), ("n", "i64"), ("k", "i64"), ("mp", "i64"),

@@ -1,4 +1,4 @@
-"""Host-side streaming (compiler.codegen_stream): a window's loads, vector instructions and store in
+"""Host-side streaming (compiler.backend.codegen_stream): a window's loads, vector instructions and store in
 one pass. Every kernel runs three ways on copies of the same arguments: native with streaming, native
 without (`CONFIG.stream` off) and interpreted. Outputs must be bit-identical, and profiled runs must
 give the same event records, cycles and per-pipe busy time: streaming changes how the host does the
@@ -17,8 +17,8 @@ from softmax import softmax
 from swish import swish
 
 import dsl
-from compiler.codegen import generate
-from compiler.codegen_stream import describe
+from compiler.backend.codegen import generate
+from compiler.backend.codegen_stream import describe
 from compiler.config import CONFIG
 from compiler.pipeline import to_core
 from dsl import GM, Const, bf16, f16, f32, i8, i32

@@ -6,9 +6,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from compiler import verify as V
+from compiler.frontend.lower import lower
 from compiler.ir import Flag, For
-from compiler.lower import lower
+from compiler.passes import verify as V
 from compiler.pipeline import stages
 from simulator.config import load_config
 from simulator.isa import Pipe

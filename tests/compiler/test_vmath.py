@@ -1,4 +1,4 @@
-"""compiler.vmath: the vector builtins' accuracy (the ulp bounds of its docstring, on a strided sweep of
+"""compiler.backend.vmath: the vector builtins' accuracy (the ulp bounds of its docstring, on a strided sweep of
 all f32 bit patterns plus the edges), their edge values against torch, bit-identity of native code
 and the interpreter, on this host and on x86-64-v2 (no FMA), no libm call in the object code, and
 the guarded sin / cos (fast recipe below 2^20, exact one beyond) vectorised through their variants."""
@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import dsl
-from compiler import vmath as M
+from compiler.backend import vmath as M
 from compiler.config import CONFIG
 from compiler.host import runnable_levels
 from dsl import GM, Const, f32

@@ -1,7 +1,7 @@
 """vmath: the vector unit's transcendental functions, written once, run twice.
 
 Each function is a recipe (range reduction with rint and exponent bit operations, a polynomial,
-selects for the edges) written against a tiny builder interface (compiler/vmath_build.py). `IRB`
+selects for the edges) written against a tiny builder interface (compiler/backend/vmath_build.py). `IRB`
 emits it as scalar LLVM IR into the element loop of a vector instruction, which LLVM's loop
 vectoriser then widens for the host (no libm call, no runtime symbol); `NPB` evaluates the same
 recipe on numpy arrays, operation for operation, for the reference interpreter. The two agree bit
@@ -62,12 +62,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compiler.vmath_build import F32, F64, IRB, NPB, V, estrin, horner, pow2i
-from compiler.vmath_trig import sincos_exact, sincos_fast, sincos_guard
+from compiler.backend.vmath_build import F32, F64, IRB, NPB, V, estrin, horner, pow2i
+from compiler.backend.vmath_trig import sincos_exact, sincos_fast, sincos_guard
 from simulator.isa import Instr
 
 if TYPE_CHECKING:
-    from compiler.codegen import Gen
+    from compiler.backend.gen import Gen
 
 
 # ------------------------------------------------------------------ exp, log
@@ -250,7 +250,7 @@ def gelu_tanh_f32(b: Any, x: V) -> V:
     return b.sel(pos, q, b.mul(q, b.f32(2.0 ** -24)))
 
 
-# ------------------------------------------------------------------ sin, cos (compiler.vmath_trig)
+# ------------------------------------------------------------------ sin, cos (compiler.backend.vmath_trig)
 def sin_f32(b: Any, x: V) -> V:
     return b.sel(sincos_guard(b, x), sincos_fast(b, x, False), sincos_exact(b, x, False))
 

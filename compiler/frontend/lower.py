@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass, field
-from typing import TypedDict, Unpack, cast
+from typing import Unpack, cast
 
 from compiler import sexpr as S
+from compiler.frontend.lower_calls import CallLowering
+from compiler.frontend.lower_cube import CubeLowering
+from compiler.frontend.lower_windows import WindowLowering
+from compiler.frontend.values import FV, GV, MV, RV, SV, SW, TGV, TR, TV, BufOptions, Obj, ShapeV, TupleV
 from compiler.ir import (
     Buf,
     Check,
@@ -23,13 +27,9 @@ from compiler.ir import (
     Stmt,
     VOp,
 )
-from compiler.lower_calls import CallLowering
-from compiler.lower_cube import CubeLowering
-from compiler.lower_windows import WindowLowering
 from compiler.sexpr import F64, I64, SExpr
-from compiler.values import FV, GV, MV, RV, SV, SW, TGV, TR, TV, Obj, ShapeV, TupleV
 from dsl import ast as A
-from dsl.builtins import SPECS, Builtin
+from dsl.builtins import BUILTINS, SPECS, Builtin
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import DType, Mem, _ConstType, _GMType, boolean
 from simulator.isa import Instr
@@ -118,14 +118,6 @@ def declare_params(fdef: A.FunctionDef, env: dict) -> list[ParamDecl]:
 
 
 # ------------------------------------------------------------------ lowering
-class BufOptions(TypedDict, total=False):
-    """The `Buf` fields `Lowerer.new_buf` passes through (from dsl.alloc)."""
-
-    explicit: bool
-    offset: int | None
-    buffers: int | None
-
-
 @dataclass
 class Scope:
     names: dict[str, object] = field(default_factory=dict)
@@ -176,10 +168,8 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering):
         raise err("E201", f"unknown name '{name}'", loc, "define it before use, or import it at module level")
 
     def from_python(self, v: object, name: str, loc: SourceLoc) -> object:
-        import dsl
-
-        if v is dsl or (isinstance(v, types.ModuleType) and getattr(v, "__name__", "") == "dsl"):
-            return Obj(dsl)
+        if _is_dsl(v):
+            return Obj(v)
         if isinstance(v, bool) or isinstance(v, (int, float)):
             return SV(S.const(v))
         if isinstance(v, (Builtin, DType, Mem, str)) or v is None:
@@ -469,14 +459,10 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering):
     def attribute(self, e: A.Attribute) -> object:
         base = self.expr(e.value)
         if isinstance(base, Obj):
-            import dsl
-
-            if base.value is dsl:
+            if _is_dsl(base.value):
                 if e.attr in SPECS:
-                    from dsl.builtins import BUILTINS
-
                     return Obj(BUILTINS[e.attr])
-                v = getattr(dsl, e.attr, None)
+                v = getattr(base.value, e.attr, None)
                 if isinstance(v, (DType, Mem)):
                     return Obj(v)
                 close = _close(e.attr, list(SPECS))
@@ -690,6 +676,11 @@ def _assigned_more_than_once(body: tuple[A.Stmt, ...]) -> set[str]:
 
     visit(body, False)
     return {n for n, c in counts.items() if c > 1}
+
+
+def _is_dsl(v: object) -> bool:
+    """`v` is the `dsl` package, as a kernel's module sees it (`import dsl`)."""
+    return isinstance(v, types.ModuleType) and v.__name__ == "dsl"
 
 
 def _close(word: str, options: list[str]) -> str | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
+from compiler.frontend.values import FV, MV, RV, TV
 from compiler.ir import Buf, Check, Fix, Load, Mmad, Move, SetVar, Stmt, VOp
 from compiler.sexpr import SExpr
-from compiler.values import FV, MV, RV, TV
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import DType, Mem, bf16, f16, f32, i8, i32
 
@@ -23,10 +23,10 @@ def err(code: str, msg: str, loc: SourceLoc | None, hint: str | None = None) -> 
 
 
 class CubeLowering:
-    """Mixed into `compiler.lower.Lowerer` (which provides emit, new_buf, tmp, new_var, ...)."""
+    """Mixed into `compiler.frontend.lower.Lowerer` (which provides emit, new_buf, tmp, new_var, ...)."""
 
     if TYPE_CHECKING:
-        # provided by compiler.lower.Lowerer
+        # provided by compiler.frontend.lower.Lowerer
         bodies: list[list[Stmt]]
         zero_cand: dict[int, tuple[VOp, str]]
         acc_init: dict[int, str]

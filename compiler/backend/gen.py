@@ -1,43 +1,33 @@
-"""codegen: Core IR -> LLVM IR text, one function per kernel.
+"""The LLVM IR text builder every emitter writes into (`Gen`), and the small pieces they share:
+folded i64 arithmetic, masks, branches and loops with carried values.
 
-Written as text rather than with llvmlite.ir because the IR needs `bfloat`. Scalars live in
-allocas (mem2reg promotes them); every vector instruction becomes a loop nest over its
-destination's extent whose inner loop LLVM vectorises for the host's widest vectors. f16/bf16
-operate in f32 and round per instruction, as the vector unit and torch's CPU kernels do.
-Every DMA checks its GM window against the tensor before touching memory (always on); the
-trace of issued instructions is written only when the launch asked for a profile.
+`codegen` (the top: Core IR statements -> a kernel's module) makes one `Gen` per kernel; the
+vector, element, streaming and cube emitters (`codegen_*`, `cube*`, `vmath`) take it as their
+first argument. Nothing here knows about statements, so every emitter can import it.
 """
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
-from compiler.codegen_cube import forwarding, gen_cube_mmad
-from compiler.codegen_elem import ffloat, i64_of
-from compiler.codegen_stream import Streams, gen_member
-from compiler.codegen_vector import REDUCE, _bcast, gen_dma, gen_move, gen_vop  # noqa: F401 (interpret uses these)
-from compiler.ir import (
-    Barrier,
-    Buf,
-    Check,
-    Flag,
-    For,
-    If,
-    Kernel,
-    Load,
-    Mmad,
-    Move,
-    Print,
-    SetVar,
-    Stmt,
-    Store,
-    VOp,
-)
+from compiler.ir import Buf, Kernel
 from compiler.sexpr import F64, I64, SExpr
 from dsl.errors import SourceLoc
+from dsl.types import DType
 from simulator import abi
 from simulator.isa import Instr, Pipe
+
+if TYPE_CHECKING:
+    from compiler.backend.codegen_stream import Streams
+
+
+def ffloat(v: float) -> str:
+    """An LLVM double literal, exact (hex form)."""
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
+
 
 LL = {"i64": "i64", "f64": "double"}
 
@@ -66,7 +56,7 @@ class Gen:
     forward: dict = field(default_factory=dict)
     # host-side streaming of UB windows (see `codegen_stream`); None: every instruction on its own
     streams: Streams | None = None
-    # set by compiler.vmath when it inlines a long math recipe: the innermost loop around it asks
+    # set by compiler.backend.vmath when it inlines a long math recipe: the innermost loop around it asks
     # the vectoriser to interleave two vectors (two dependency chains in flight; see `loop`)
     heavy: bool = False
 
@@ -318,250 +308,150 @@ class Gen:
         self.block(done)
 
 
-# ------------------------------------------------------------------ statements
-def gen_body(g: Gen, body: tuple[Stmt, ...]) -> None:
-    groups = g.streams.groups(body) if g.streams is not None else {}
-    for i, s in enumerate(body):
-        grp = groups.get(i)
-        if grp is not None:
-            gen_member(g, grp, i, s)  # type: ignore[arg-type]  # members are Load / Store / VOp
-        else:
-            gen_stmt(g, s)
+# ------------------------------------------------------------------ layout
+def c0_of(d: DType) -> int:
+    """Elements per 32-byte fractal row (the cube's layouts: see `cube`)."""
+    return 32 // d.itemsize
 
 
-def gen_stmt(g: Gen, s: Stmt) -> None:
-    if isinstance(s, SetVar):
-        ty = LL[g.k.scalar_vars.get(s.name, s.value.ty)]
-        v = g.sval(s.value if s.value.ty == g.k.scalar_vars.get(s.name, s.value.ty) else S.to_float(s.value))
-        g.emit(f"store {ty} {v}, ptr {g.var_ptr(s.name)}, align 8")
-        _invalidate(g, s.name)
-    elif isinstance(s, For):
-        gen_for(g, s)
-    elif isinstance(s, If):
-        c = g.truth(s.cond)
-        a, b, done = g.label("then"), g.label("else"), g.label("endif")
-        g.cbr(c, a, b)
-        for lab, part in ((a, s.then), (b, s.orelse)):
-            g.block(lab)
-            g.cache.append({})
-            gen_body(g, part)
-            g.cache.pop()
-            g.br(done)
-        g.block(done)
-    elif isinstance(s, Check):
-        g.guard(g.truth(s.cond), s.code, s.message, [i64_of(g, v) for v in s.values], s.hint, s.loc)
-    elif isinstance(s, Flag):
-        pipe = s.dst if s.wait else s.src
-        other = s.src if s.wait else s.dst
-        g.event(Instr.WAIT_FLAG if s.wait else Instr.SET_FLAG, pipe, s.loc, int(other), g.sval(s.event))
-    elif isinstance(s, Barrier):
-        g.event(Instr.BARRIER, Pipe.ALL, s.loc)
-    elif isinstance(s, Load):
-        assert s.instr is not None, "units are assigned by the schedule"
-        gen_dma(g, s.instr, s.src, s.dst, True, s.loc)
-    elif isinstance(s, Store):
-        assert s.instr is not None, "units are assigned by the schedule"
-        gen_dma(g, s.instr, s.dst, s.src, False, s.loc, s.fix)
-    elif isinstance(s, Move):
-        gen_move(g, s)
-    elif isinstance(s, VOp):
-        gen_vop(g, s)
-    elif isinstance(s, Print):
-        gen_print(g, s)
-    elif isinstance(s, Mmad):
-        gen_cube_mmad(g, s)
-    else:  # pragma: no cover
-        raise AssertionError(f"codegen: {type(s).__name__}")
+# ------------------------------------------------------------------ i64 arithmetic, folded
+def _lit(x: object) -> int | None:
+    if isinstance(x, int):
+        return x
+    try:
+        return int(str(x))
+    except ValueError:
+        return None
 
 
-def _invalidate(g: Gen, name: str) -> None:
-    for c in g.cache:
-        for key in [k for k in c if name in S.free_vars(k)]:
-            del c[key]
+def _add(g: Gen, a: object, b: object) -> str:
+    x, y = _lit(a), _lit(b)
+    if x is not None and y is not None:
+        return str(x + y)
+    if x == 0:
+        return str(b)
+    if y == 0:
+        return str(a)
+    return g.op(f"add i64 {a}, {b}")
 
 
-def _assigned(body: tuple[Stmt, ...]) -> set[str]:
-    out: set[str] = set()
-    for x in body:
-        if isinstance(x, SetVar):
-            out.add(x.name)
-        elif isinstance(x, For):
-            out |= {x.var, x.it} | _assigned(x.body)
-        elif isinstance(x, If):
-            out |= _assigned(x.then) | _assigned(x.orelse)
-    return out
+def _sub(g: Gen, a: object, b: object) -> str:
+    x, y = _lit(a), _lit(b)
+    if x is not None and y is not None:
+        return str(x - y)
+    if y == 0:
+        return str(a)
+    return g.op(f"sub i64 {a}, {b}")
 
 
-def gen_for(g: Gen, s: For) -> None:
-    start, stop, step = g.sval(s.start), g.sval(s.stop), g.sval(s.step)
-    for name in _assigned(s.body):  # values cached before the loop are stale on its back edge
-        _invalidate(g, name)
-    vp, ip = g.var_ptr(s.var), g.var_ptr(s.it)
-    g.emit(f"store i64 {start}, ptr {vp}, align 8")
-    g.emit(f"store i64 0, ptr {ip}, align 8")
-    _invalidate(g, s.var)
-    _invalidate(g, s.it)
-    head, body, done = g.label("for"), g.label("forbody"), g.label("endfor")
-    g.br(head)
-    g.block(head)
-    v = g.op(f"load i64, ptr {vp}, align 8")
-    if s.step.is_const:
-        c = g.op(f"icmp {'slt' if s.step.value > 0 else 'sgt'} i64 {v}, {stop}")
-    else:
-        up = g.op(f"icmp sgt i64 {step}, 0")
-        c = g.op(f"select i1 {up}, i1 {g.op(f'icmp slt i64 {v}, {stop}')}, i1 {g.op(f'icmp sgt i64 {v}, {stop}')}")
-    g.cbr(c, body, done)
-    g.block(body)
-    g.cache.append({})
-    gen_body(g, s.body)
-    g.cache.pop()
-    v2 = g.op(f"load i64, ptr {vp}, align 8")
-    g.emit(f"store i64 {g.op(f'add i64 {v2}, {step}')}, ptr {vp}, align 8")
-    i2 = g.op(f"load i64, ptr {ip}, align 8")
-    g.emit(f"store i64 {g.op(f'add i64 {i2}, 1')}, ptr {ip}, align 8")
-    g.br(head)
+def _mul(g: Gen, a: object, b: object) -> str:
+    x, y = _lit(a), _lit(b)
+    if x is not None and y is not None:
+        return str(x * y)
+    if x == 0 or y == 0:
+        return "0"
+    if x == 1:
+        return str(b)
+    if y == 1:
+        return str(a)
+    return g.op(f"mul i64 {a}, {b}")
+
+
+def _shr(g: Gen, a: object, p2: int) -> str:
+    """a // p2 for a >= 0 and p2 a power of two."""
+    sh = p2.bit_length() - 1
+    x = _lit(a)
+    if x is not None:
+        return str(x >> sh)
+    return str(a) if sh == 0 else g.op(f"lshr i64 {a}, {sh}")
+
+
+def _rem(g: Gen, a: object, p2: int) -> str:
+    """a % p2 for a >= 0 and p2 a power of two."""
+    x = _lit(a)
+    if x is not None:
+        return str(x & (p2 - 1))
+    return "0" if p2 == 1 else g.op(f"and i64 {a}, {p2 - 1}")
+
+
+def _ceil(g: Gen, a: object, p2: int) -> str:
+    """ceil(a / p2)."""
+    return _shr(g, _add(g, a, p2 - 1), p2)
+
+
+def _round(g: Gen, a: object, p2: int) -> str:
+    """a rounded up to a multiple of p2."""
+    return _mul(g, _ceil(g, a, p2), p2)
+
+
+def _ptr(g: Gen, base: str, off_bytes: object) -> str:
+    if _lit(off_bytes) == 0:
+        return base
+    return g.op(f"getelementptr i8, ptr {base}, i64 {off_bytes}")
+
+
+def _splat(g: Gen, n: int, ty: str, v: str) -> str:
+    one = g.op(f"insertelement <{n} x {ty}> poison, {ty} {v}, i64 0")
+    return g.op(f"shufflevector <{n} x {ty}> {one}, <{n} x {ty}> poison, <{n} x i32> zeroinitializer")
+
+
+def _lane_mask(g: Gen, n: int, count: str) -> str:
+    """<n x i1>: lane < count (count an i64 in [0, n])."""
+    c32 = g.op(f"trunc i64 {count} to i32")
+    iota = "<" + ", ".join(f"i32 {i}" for i in range(n)) + ">"
+    return g.op(f"icmp ult <{n} x i32> {iota}, {_splat(g, n, 'i32', c32)}")
+
+
+def _if(g: Gen, cond: str, then: Callable[[], None]) -> None:
+    yes, done = g.label("cthen"), g.label("cend")
+    g.cbr(cond, yes, done)
+    g.block(yes)
+    then()
+    g.br(done)
     g.block(done)
 
 
-
-def gen_print(g: Gen, s: Print) -> None:
-    loc = g.k.loc_id(s.loc)
-    fn = g.op(f"inttoptr i64 {g.ctx_load(abi.PRINT_FN)} to ptr")
-    sig = "void (ptr, i64, i64, i64, i64, i64, i64, i64, i64)"
-
-    def call(item: int, kind: int, *vals: str) -> None:
-        v = list(vals) + ["0"] * (5 - len(vals))
-        g.emit(f"call {sig} {fn}(ptr %ctx, i64 {loc}, i64 {item}, i64 {kind}, " + ", ".join(f"i64 {x}" for x in v) + ")")
-
-    for i, it in enumerate(s.items):
-        if isinstance(it, str):
-            g.strings[(loc, i)] = it
-            call(i, abi.PRINT_STR)
-        elif isinstance(it, SExpr):
-            if it.ty == F64:
-                call(i, abi.PRINT_FLOAT, g.op(f"bitcast double {g.sval(it)} to i64"))
-            else:
-                call(i, abi.PRINT_INT, g.sval(it))
-        else:
-            p, st = g.buf_ptr(it)
-            call(i, abi.PRINT_TILE, g.op(f"ptrtoint ptr {p} to i64"), str(it.dtype.code), i64_of(g, it.ext[0]),
-                 i64_of(g, it.ext[1]), st)
-    call(len(s.items), abi.PRINT_END)
+def _loop_from(g: Gen, start: object, stop: object, body: Callable[[str], None]) -> None:
+    """for i in start..stop."""
+    g.loop(_sub(g, stop, start), lambda i: body(_add(g, start, i)))
 
 
-# ------------------------------------------------------------------ the module
-EVENT_FN = """
-define internal void @SYM_event(ptr %ctx, i64 %w0, i64 %w1, i64 %w2, i64 %w3, i64 %w4, i64 %w5, i64 %w6, i64 %w7) noinline {
-entry:
-  %pp = getelementptr i64, ptr %ctx, i64 TRACE_PTR
-  %np = getelementptr i64, ptr %ctx, i64 TRACE_COUNT
-  %cp = getelementptr i64, ptr %ctx, i64 TRACE_CAP
-  %n0 = load i64, ptr %np, align 8
-  %cap = load i64, ptr %cp, align 8
-  %full = icmp sge i64 %n0, %cap
-  br i1 %full, label %flush, label %write
-flush:
-  %fp = getelementptr i64, ptr %ctx, i64 TRACE_FLUSH
-  %fi = load i64, ptr %fp, align 8
-  %f = inttoptr i64 %fi to ptr
-  call void %f(ptr %ctx)
-  br label %write
-write:
-  %n = load i64, ptr %np, align 8
-  %bi = load i64, ptr %pp, align 8
-  %b = inttoptr i64 %bi to ptr
-  %off = mul i64 %n, 8
-  %e = getelementptr i64, ptr %b, i64 %off
-  store i64 %w0, ptr %e, align 8
-  %e1 = getelementptr i64, ptr %e, i64 1
-  store i64 %w1, ptr %e1, align 8
-  %e2 = getelementptr i64, ptr %e, i64 2
-  store i64 %w2, ptr %e2, align 8
-  %e3 = getelementptr i64, ptr %e, i64 3
-  store i64 %w3, ptr %e3, align 8
-  %e4 = getelementptr i64, ptr %e, i64 4
-  store i64 %w4, ptr %e4, align 8
-  %e5 = getelementptr i64, ptr %e, i64 5
-  store i64 %w5, ptr %e5, align 8
-  %e6 = getelementptr i64, ptr %e, i64 6
-  store i64 %w6, ptr %e6, align 8
-  %e7 = getelementptr i64, ptr %e, i64 7
-  store i64 %w7, ptr %e7, align 8
-  %n1 = add i64 %n, 1
-  store i64 %n1, ptr %np, align 8
-  ret void
-}
-""".replace("TRACE_PTR", str(abi.TRACE_PTR)).replace("TRACE_COUNT", str(abi.TRACE_COUNT)) \
-   .replace("TRACE_CAP", str(abi.TRACE_CAP)).replace("TRACE_FLUSH", str(abi.TRACE_FLUSH))
+def carry_loop(g: Gen, count: object, carried: list[tuple[str, str]],
+               body: Callable[[str, list[str]], list[str]]) -> list[str]:
+    """for i in 0..count with loop-carried SSA values (phis): `carried` is [(type, initial)],
+    body(i, values) returns the next values; returns the values after the loop."""
+    pre, head, bod, done = g.label("cpre"), g.label("chead"), g.label("cbody"), g.label("cdone")
+    g.br(pre)
+    g.block(pre)
+    g.br(head)
+    g.block(head)
+    i, nxt = g.tmp(), g.tmp()
+    vals = [g.tmp() for _ in carried]
+    at = len(g.lines)
+    g.lines.extend([""] * (1 + len(carried)))
+    g.cbr(g.op(f"icmp slt i64 {i}, {count}"), bod, done)
+    g.block(bod)
+    g.cache.append({})
+    new = body(i, vals)
+    g.cache.pop()
+    g.emit(f"{nxt} = add nuw nsw i64 {i}, 1")
+    latch = g.label("clatch")
+    g.br(latch)
+    g.block(latch)
+    g.br(head)
+    g.lines[at] = f"  {i} = phi i64 [0, %{pre}], [{nxt}, %{latch}]"
+    for j, ((ty, init), v, nv) in enumerate(zip(carried, vals, new)):
+        g.lines[at + 1 + j] = f"  {v} = phi {ty} [{init}, %{pre}], [{nv}, %{latch}]"
+    g.block(done)
+    return vals
 
 
-def generate(k: Kernel, sym: str, stream: bool = True) -> tuple[str, list[CheckInfo], dict]:
-    """LLVM IR text of kernel `k` exported as `sym`, and the table of its runtime checks.
-    `stream`: fuse runs of UB loads, vector instructions and a store into one pass (`codegen_stream`)."""
-    g = Gen(k, sym)
-    g.forward = forwarding(k.body)
-    g.streams = Streams(k) if stream else None
-    gen_body(g, k.body)
-    head = [f"define internal i32 @{sym}_core(ptr noalias %args, ptr noalias %ctx) #0 {{", "entry:"]
-    pro: list[str] = []
-
-    def p(line: str) -> None:
-        pro.append("  " + line)
-
-    for name, ty in sorted(k.scalar_vars.items()):
-        p(f"{g.var_ptr(name)} = alloca {LL[ty]}, align 8")
-    for line in g.allocas:
-        p(line)
-    p("%cidp = getelementptr i64, ptr %ctx, i64 0")
-    p("%core_id = load i64, ptr %cidp, align 8")
-    p("%ncp = getelementptr i64, ptr %ctx, i64 1")
-    p("%num_cores = load i64, ptr %ncp, align 8")
-    p(f"%tpp = getelementptr i64, ptr %ctx, i64 {abi.TRACE_PTR}")
-    p("%tp = load i64, ptr %tpp, align 8")
-    p("%tracing = icmp ne i64 %tp, 0")
-    for mem, word in abi.MEM_WORD.items():
-        p(f"%memp.{mem} = getelementptr i64, ptr %ctx, i64 {word}")
-        p(f"%memi.{mem} = load i64, ptr %memp.{mem}, align 8")
-        p(f"%mem.{mem} = inttoptr i64 %memi.{mem} to ptr")
-    for prm in k.params:
-        if prm.kind == "gm":
-            p(f"%gmp{prm.slot} = getelementptr i64, ptr %args, i64 {prm.slot}")
-            p(f"%gmi{prm.slot} = load i64, ptr %gmp{prm.slot}, align 8")
-            p(f"%gm{prm.slot} = inttoptr i64 %gmi{prm.slot} to ptr")
-    # every argument word the body uses, loaded once up front
-    for e in sorted(g.args_used, key=lambda e: e.args[0]):
-        v = f"%arg{e.args[0]}"
-        p(f"{v}.p = getelementptr i64, ptr %args, i64 {e.args[0]}")
-        if e.ty == F64:
-            p(f"{v}.i = load i64, ptr {v}.p, align 8")
-            p(f"{v} = bitcast i64 {v}.i to double")
-        else:
-            p(f"{v} = load i64, ptr {v}.p, align 8")
-    # non-temporal GM stores are weakly ordered: fence them before the launch reports completion
-    body = head + pro + g.lines + ["  fence seq_cst", "  ret i32 0", "}"]
-    launcher = f"""
-define i32 @{sym}(ptr %args, ptr %ctxs, i64 %c0, i64 %c1) {{
-entry:
-  br label %head
-head:
-  %c = phi i64 [%c0, %entry], [%cn, %next]
-  %more = icmp slt i64 %c, %c1
-  br i1 %more, label %run, label %done
-run:
-  %off = mul i64 %c, {abi.CTX_WORDS}
-  %ctx = getelementptr i64, ptr %ctxs, i64 %off
-  %r = call i32 @{sym}_core(ptr %args, ptr %ctx)
-  %bad = icmp ne i32 %r, 0
-  br i1 %bad, label %fail, label %next
-next:
-  %cn = add i64 %c, 1
-  br label %head
-fail:
-  ret i32 %r
-done:
-  ret i32 0
-}}
-"""
-    attrs = 'attributes #0 = { "no-builtins" "prefer-vector-width"="512" "min-legal-vector-width"="512" }\n'
-    text = "\n".join(sorted(g.decls)) + "\n" + EVENT_FN.replace("SYM", sym) + "\n".join(body) + "\n" + launcher
-    return text + attrs, g.checks, g.strings
+def _copy_bytes(g: Gen, dst: str, src: str, nbytes: int, align: int = 32) -> None:
+    """Copy a fixed small block (a multiple of 32 bytes) with 64/32-byte vector moves."""
+    off = 0
+    while off < nbytes:
+        w = 64 if nbytes - off >= 64 else 32
+        t = f"<{w // 4} x i32>"
+        v = g.op(f"load {t}, ptr {_ptr(g, src, off)}, align {align}")
+        g.emit(f"store {t} {v}, ptr {_ptr(g, dst, off)}, align {align}")
+        off += w

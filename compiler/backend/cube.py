@@ -9,8 +9,8 @@ f32, 16 for f16/bf16, 32 for i8, so a fractal row is 32 bytes):
   L0B       (i, j) of K x N at ((i // c0) * (n_pad // 16) + j // 16) * c0 * 16 + (i % c0) * 16 + j % 16
   L0C (NZ)  (i, j) of M x N at ((j // 16) * m_pad + i) * 16 + j % 16   (f32 / i32)
 
-Mmad runs a register-blocked vector micro-kernel generated for the JIT's target (compiler/
-cube_micro.py): R rows x `cols` columns of C stay in registers over all of k, the tile chosen
+Mmad runs a register-blocked vector micro-kernel generated for the JIT's target
+(`cube_micro`): R rows x `cols` columns of C stay in registers over all of k, the tile chosen
 from the vector width and register count (AVX-512 8 x 48, AVX2 6 x 16, SSE 5 x 8); fma, or
 fmul + fadd without FMA. f16 / bf16 are widened to f32 in scratch first; i8 runs on i16 pairs
 (pmaddwd). The path (`isa`, see `host_isa`) adds the AVX-512 dot instructions and AMX:
@@ -26,161 +26,28 @@ Every path sums exactly k terms: nothing past k in A or B is read into the resul
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
-
-from compiler.codegen import Gen
-from compiler.convert import narrow_bits
+from compiler.backend.convert import narrow_bits
+from compiler.backend.cube_amx import mmad_amx
+from compiler.backend.cube_micro import ISA_DROPS, MicroTarget, _micro_params, mmad
+from compiler.backend.gen import (
+    Gen,
+    _add,
+    _ceil,
+    _copy_bytes,
+    _if,
+    _lane_mask,
+    _loop_from,
+    _mul,
+    _ptr,
+    _rem,
+    _round,
+    _shr,
+    _splat,
+    _sub,
+    c0_of,
+    carry_loop,
+)
 from dsl.types import DType, bf16, f32
-
-if TYPE_CHECKING:
-    from compiler.cube_micro import MicroTarget
-
-def c0_of(d: DType) -> int:
-    """Elements per 32-byte fractal row."""
-    return 32 // d.itemsize
-
-
-# ------------------------------------------------------------------ i64 arithmetic, folded
-def _lit(x: object) -> int | None:
-    if isinstance(x, int):
-        return x
-    try:
-        return int(str(x))
-    except ValueError:
-        return None
-
-
-def _add(g: Gen, a: object, b: object) -> str:
-    x, y = _lit(a), _lit(b)
-    if x is not None and y is not None:
-        return str(x + y)
-    if x == 0:
-        return str(b)
-    if y == 0:
-        return str(a)
-    return g.op(f"add i64 {a}, {b}")
-
-
-def _sub(g: Gen, a: object, b: object) -> str:
-    x, y = _lit(a), _lit(b)
-    if x is not None and y is not None:
-        return str(x - y)
-    if y == 0:
-        return str(a)
-    return g.op(f"sub i64 {a}, {b}")
-
-
-def _mul(g: Gen, a: object, b: object) -> str:
-    x, y = _lit(a), _lit(b)
-    if x is not None and y is not None:
-        return str(x * y)
-    if x == 0 or y == 0:
-        return "0"
-    if x == 1:
-        return str(b)
-    if y == 1:
-        return str(a)
-    return g.op(f"mul i64 {a}, {b}")
-
-
-def _shr(g: Gen, a: object, p2: int) -> str:
-    """a // p2 for a >= 0 and p2 a power of two."""
-    sh = p2.bit_length() - 1
-    x = _lit(a)
-    if x is not None:
-        return str(x >> sh)
-    return str(a) if sh == 0 else g.op(f"lshr i64 {a}, {sh}")
-
-
-def _rem(g: Gen, a: object, p2: int) -> str:
-    """a % p2 for a >= 0 and p2 a power of two."""
-    x = _lit(a)
-    if x is not None:
-        return str(x & (p2 - 1))
-    return "0" if p2 == 1 else g.op(f"and i64 {a}, {p2 - 1}")
-
-
-def _ceil(g: Gen, a: object, p2: int) -> str:
-    """ceil(a / p2)."""
-    return _shr(g, _add(g, a, p2 - 1), p2)
-
-
-def _round(g: Gen, a: object, p2: int) -> str:
-    """a rounded up to a multiple of p2."""
-    return _mul(g, _ceil(g, a, p2), p2)
-
-
-def _ptr(g: Gen, base: str, off_bytes: object) -> str:
-    if _lit(off_bytes) == 0:
-        return base
-    return g.op(f"getelementptr i8, ptr {base}, i64 {off_bytes}")
-
-
-def _splat(g: Gen, n: int, ty: str, v: str) -> str:
-    one = g.op(f"insertelement <{n} x {ty}> poison, {ty} {v}, i64 0")
-    return g.op(f"shufflevector <{n} x {ty}> {one}, <{n} x {ty}> poison, <{n} x i32> zeroinitializer")
-
-
-def _lane_mask(g: Gen, n: int, count: str) -> str:
-    """<n x i1>: lane < count (count an i64 in [0, n])."""
-    c32 = g.op(f"trunc i64 {count} to i32")
-    iota = "<" + ", ".join(f"i32 {i}" for i in range(n)) + ">"
-    return g.op(f"icmp ult <{n} x i32> {iota}, {_splat(g, n, 'i32', c32)}")
-
-
-def _if(g: Gen, cond: str, then: Callable[[], None]) -> None:
-    yes, done = g.label("cthen"), g.label("cend")
-    g.cbr(cond, yes, done)
-    g.block(yes)
-    then()
-    g.br(done)
-    g.block(done)
-
-
-def _loop_from(g: Gen, start: object, stop: object, body: Callable[[str], None]) -> None:
-    """for i in start..stop."""
-    g.loop(_sub(g, stop, start), lambda i: body(_add(g, start, i)))
-
-
-def carry_loop(g: Gen, count: object, carried: list[tuple[str, str]],
-               body: Callable[[str, list[str]], list[str]]) -> list[str]:
-    """for i in 0..count with loop-carried SSA values (phis): `carried` is [(type, initial)],
-    body(i, values) returns the next values; returns the values after the loop."""
-    pre, head, bod, done = g.label("cpre"), g.label("chead"), g.label("cbody"), g.label("cdone")
-    g.br(pre)
-    g.block(pre)
-    g.br(head)
-    g.block(head)
-    i, nxt = g.tmp(), g.tmp()
-    vals = [g.tmp() for _ in carried]
-    at = len(g.lines)
-    g.lines.extend([""] * (1 + len(carried)))
-    g.cbr(g.op(f"icmp slt i64 {i}, {count}"), bod, done)
-    g.block(bod)
-    g.cache.append({})
-    new = body(i, vals)
-    g.cache.pop()
-    g.emit(f"{nxt} = add nuw nsw i64 {i}, 1")
-    latch = g.label("clatch")
-    g.br(latch)
-    g.block(latch)
-    g.br(head)
-    g.lines[at] = f"  {i} = phi i64 [0, %{pre}], [{nxt}, %{latch}]"
-    for j, ((ty, init), v, nv) in enumerate(zip(carried, vals, new)):
-        g.lines[at + 1 + j] = f"  {v} = phi {ty} [{init}, %{pre}], [{nv}, %{latch}]"
-    g.block(done)
-    return vals
-
-
-def _copy_bytes(g: Gen, dst: str, src: str, nbytes: int, align: int = 32) -> None:
-    """Copy a fixed small block (a multiple of 32 bytes) with 64/32-byte vector moves."""
-    off = 0
-    while off < nbytes:
-        w = 64 if nbytes - off >= 64 else 32
-        t = f"<{w // 4} x i32>"
-        v = g.op(f"load {t}, ptr {_ptr(g, src, off)}, align {align}")
-        g.emit(f"store {t} {v}, ptr {_ptr(g, dst, off)}, align {align}")
-        off += w
 
 
 # ------------------------------------------------------------------ GM (ND) -> L1 (NZ)
@@ -428,13 +295,9 @@ def gen_mmad(g: Gen, c: str, a: str, b: str, m: str, n: str, k: str, m_pad: str,
     bytes, 32-byte aligned (64 is faster), not shared with another core running at the same time.
     `isa` overrides the host's choice of path, `target` the vector ISA the micro-kernel is
     generated for (tests: a lower level than the host's)."""
-    from compiler.cube_micro import ISA_DROPS, _micro_params, mmad
-
     isa = isa or host_isa()
     t = (target or _micro_params()).without(*ISA_DROPS[isa])
     if in_dtype == bf16 and isa == "amx":
-        from compiler.cube_amx import mmad_amx
-
         mmad_amx(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, init, scratch,
                  lambda: gen_mmad(g, c, a, b, m, n, k, m_pad, k_pad, n_pad, in_dtype, init, scratch, "generic",
                                   target))

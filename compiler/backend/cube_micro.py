@@ -21,7 +21,7 @@ row has its own A pointer, and the last rows of the tile count that 16 * (row fr
 over R run as a shorter tile.
 
 What the kernel multiplies (`_Spec`): f32 (fma, or fmul + fadd); f16 / bf16 widened in scratch
-first into the f32 layouts, so the f32 kernel runs on them (compiler.convert: vcvtph2ps with F16C,
+first into the f32 layouts, so the f32 kernel runs on them (compiler.backend.convert: vcvtph2ps with F16C,
 integer operations without); bf16 pairs on vdpbf16ps (AVX-512 BF16); i8 widened to i16 pairs on
 vpdpwssd (AVX-512 VNNI) or pmaddwd + add (any level; exact in i32). Every path sums exactly k
 terms: nothing past k in A or B is read into the result.
@@ -31,9 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from compiler.codegen import Gen
-from compiler.convert import widen_bits
-from compiler.cube import _add, _ceil, _if, _mul, _ptr, _rem, _shr, _splat, _sub, c0_of, carry_loop
+from compiler.backend.convert import widen_bits
+from compiler.backend.gen import Gen, _add, _ceil, _if, _mul, _ptr, _rem, _shr, _splat, _sub, c0_of, carry_loop
 from dsl.types import DType, bf16, f16, f32, i8
 
 MAX_ROWS = 8  # see the module docstring
@@ -206,7 +205,7 @@ def _widen(g: Gen, dst: str, src: str, outer: str, inner: str, outer_pad: str, s
     """f16 / bf16 fractals (o, i), o < outer, i < inner, numbered o * outer_pad + i, of L0A (16 rows x
     16 k) or L0B (16 k x 16 n) -> f32 in the f32 layout of the same operand (fractals of 8 k, so
     fractal f becomes 2f and 2f + 1 of L0A, and (2 kb, nb), (2 kb + 1, nb) of L0B), exactly and with
-    no runtime helper on any level (compiler.convert)."""
+    no runtime helper on any level (compiler.backend.convert)."""
     lo, hi = ("<" + ", ".join(f"i32 {i + h}" for i in range(8)) + ">" for h in (0, 8))
 
     def rows(s: str, d: str, n: int) -> None:

@@ -5,16 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Unpack
 
 from compiler import sexpr as S
+from compiler.frontend.values import FV, GV, MV, RV, SV, SW, TGV, TR, TV, BufOptions, ShapeV, TupleV
 from compiler.ir import Buf, Check, GMRef, Load, Stmt, Store, VOp
 from compiler.sexpr import SExpr
-from compiler.values import FV, GV, MV, RV, SV, SW, TGV, TR, TV, ShapeV, TupleV
 from dsl import ast as A
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import DType, Mem
 from simulator.isa import Instr
-
-if TYPE_CHECKING:
-    from compiler.lower import BufOptions
 
 ONE = S.const(1)
 
@@ -24,7 +21,7 @@ def err(code: str, msg: str, loc: SourceLoc | None, hint: str | None = None) -> 
 
 
 class WindowLowering:
-    """Mixed into `compiler.lower.Lowerer` (which provides expr, emit, new_buf, scalar, ...)."""
+    """Mixed into `compiler.frontend.lower.Lowerer` (which provides expr, emit, new_buf, scalar, ...)."""
 
     if TYPE_CHECKING:
         def emit(self, s: Stmt) -> None: ...

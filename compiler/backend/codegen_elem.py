@@ -6,25 +6,16 @@ subnormals like torch); integers compute in their own width; division and modulo
 """
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
-from compiler import vmath
-from compiler.convert import narrow_bits, round_to, widen_bits
+from compiler.backend import vmath
+from compiler.backend.convert import narrow_bits, round_to, widen_bits
+from compiler.backend.gen import Gen, _lane_mask, carry_loop, ffloat
 from compiler.ir import Buf, VOp
 from compiler.sexpr import F64, I64, SExpr
 from dsl.types import DType, boolean
 from simulator.isa import Instr, Pipe
-
-if TYPE_CHECKING:
-    from compiler.codegen import Gen
-
-
-def ffloat(v: float) -> str:
-    """An LLVM double literal, exact (hex form)."""
-    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
 
 
 def i64_of(g: "Gen", e: SExpr) -> str:
@@ -113,7 +104,7 @@ def elem_op(g: Gen, s: VOp, xs: list[str], src_types: list[DType]) -> str:
                 return q
             return g.op(f"fsub float {xs[0]}, {g.op(f'fmul float {q}, {xs[1]}')}")
         return g.int_divmod("//" if ins == Instr.VFLOORDIV else "%", xs[0], xs[1], t)
-    if ins in vmath.FUNCS:  # transcendentals etc.: inline, branch-free, vectorisable (compiler.vmath)
+    if ins in vmath.FUNCS:  # transcendentals etc.: inline, branch-free, vectorisable (compiler.backend.vmath)
         return vmath.emit(g, ins, xs)
     if ins == Instr.VABS:
         if fl:
@@ -269,8 +260,6 @@ def lane_sum(g: Gen, p: str, count: str, dt: DType) -> str:
     """Sum of `count` elements at p in a fixed order: 16 f32 lanes (lane l adds elements l, l+16,
     ... in turn, the tail through a masked load), then a fixed tree (l + l+8, l + l+4, ...).
     Vectorised by construction and bit-reproducible on any host; the interpreter does the same."""
-    from compiler.cube import _lane_mask, carry_loop
-
     vt = "<16 x float>"
 
     def load16(q: str, mask: str | None) -> str:

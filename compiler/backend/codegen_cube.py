@@ -4,23 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from compiler.codegen_elem import i64_of, scalar_as
-from compiler.ir import Buf, Check, Flag, For, If, Load, Mmad, Move, Stmt, accesses
+from compiler.backend import cube
+from compiler.backend.codegen_elem import i64_of, scalar_as
+from compiler.ir import CUBE_TYPE, Buf, Check, Flag, For, If, Load, Mmad, Move, Stmt, accesses
 from compiler.passes.place import fractal_pad
 from dsl.types import Mem, f32
 from simulator import abi
-from simulator.isa import INFO, CubeType, Instr, Pipe
+from simulator.isa import INFO, Instr, Pipe
 
 if TYPE_CHECKING:
-    from compiler.codegen import Gen
-
-
-CUBE_TYPE = {"f16": CubeType.F16, "bf16": CubeType.F16, "f32": CubeType.F32, "i8": CubeType.I8}
+    from compiler.backend.gen import Gen
 
 
 def gen_cube_mmad(g: Gen, s: Mmad) -> None:
-    from compiler import cube
-
     m, n, k = (i64_of(g, e) for e in (s.m, s.n, s.k))
     g.event(Instr.MMAD, Pipe.M, s.loc, m, n, k, int(CUBE_TYPE[s.a.dtype.name]))
     c, _ = g.buf_ptr(s.dst)
@@ -35,8 +31,6 @@ def gen_cube_mmad(g: Gen, s: Mmad) -> None:
 
 def gen_cube_move(g: Gen, s: Move) -> None:
     """Moves that involve a cube memory: L1 -> L0A/L0B (MTE1), L0C -> UB (FIX)."""
-    from compiler import cube
-
     d, src = s.dst, s.src
     dp, ds = g.buf_ptr(d)
     sp, _ = g.buf_ptr(src)

@@ -2,10 +2,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from compiler.ir import Buf, Fix, GMRef, ParamSpec
 from compiler.sexpr import F64, SExpr
 from dsl.types import DType
+
+
+class BufOptions(TypedDict, total=False):
+    """The `Buf` fields `Lowerer.new_buf` passes through (from dsl.alloc)."""
+
+    explicit: bool
+    offset: int | None
+    buffers: int | None
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""sin and cos for compiler.vmath: a cheap Cody-Waite reduction where it is exact enough (|x| < 2^20,
+"""sin and cos for `vmath`: a cheap Cody-Waite reduction where it is exact enough (|x| < 2^20,
 nearly every input) and Payne-Hanek for every other x.
 
 Both work in f64 with plain multiplies and adds (the same bits on every host). `sincos_fast` is valid
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from compiler.vmath_build import V, horner
+from compiler.backend.vmath_build import V, horner
 
 
 def _two_over_pi_bits(nbits: int) -> int:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from compiler.codegen import Gen
-from compiler.cube import _add, _ceil, _if, _lane_mask, _mul, _ptr, _rem, _shr, _splat, _sub
+from compiler.backend.gen import Gen, _add, _ceil, _if, _lane_mask, _mul, _ptr, _rem, _shr, _splat, _sub
 
 _AMX_CFG = "@vinci_amx_cfg"
 _AMX_STATE = "@vinci_amx_state"

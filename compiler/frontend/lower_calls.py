@@ -9,18 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Unpack
 
 from compiler import sexpr as S
+from compiler.frontend.lower_cube import _fix_cast_ok
+from compiler.frontend.values import FV, RV, SV, TV, BufOptions, Obj, TupleV
 from compiler.ir import Buf, Check, Fix, Load, Move, Print, SetVar, Stmt, VOp
-from compiler.lower_cube import _fix_cast_ok
 from compiler.sexpr import F64, I64, SExpr
-from compiler.values import FV, RV, SV, TV, Obj, TupleV
 from dsl import ast as A
 from dsl.builtins import SPECS, UNARY, Builtin
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import DType, Mem, boolean
 from simulator.isa import Instr
-
-if TYPE_CHECKING:
-    from compiler.lower import BufOptions
 
 UNARY_INSTR = {"exp": Instr.VEXP, "log": Instr.VLOG, "sqrt": Instr.VSQRT, "rsqrt": Instr.VRSQRT,
                "abs": Instr.VABS, "neg": Instr.VNEG, "relu": Instr.VRELU, "sigmoid": Instr.VSIGMOID,
@@ -36,10 +33,10 @@ def err(code: str, msg: str, loc: SourceLoc | None, hint: str | None = None) -> 
 
 
 class CallLowering:
-    """Mixed into `compiler.lower.Lowerer` (which provides expr, emit, as_tile, vbinary, ...)."""
+    """Mixed into `compiler.frontend.lower.Lowerer` (which provides expr, emit, as_tile, vbinary, ...)."""
 
     if TYPE_CHECKING:
-        # provided by compiler.lower.Lowerer (and its other mixin, compiler.lower_cube.CubeLowering)
+        # provided by compiler.frontend.lower.Lowerer (and its other mixin, compiler.frontend.lower_cube.CubeLowering)
         zero_cand: dict[int, tuple[VOp, str]]
         acc_init: dict[int, str]
 

@@ -1,6 +1,6 @@
 """Rules of the reference interpreter: scalar expressions as the native code computes them (`seval`),
 vector elements (`elem`, `cast`), the cube's mmad and FIX conversions, each mirroring codegen /
-compiler.cube rule for rule. `compiler.interpret` runs Core IR with them.
+compiler.backend.cube rule for rule. `compiler.interp.interpret` runs Core IR with them.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler import vmath
+from compiler.backend import vmath
 from compiler.ir import (
     Fix,
     VOp,
@@ -274,7 +274,7 @@ def elem(s: VOp, xs: list[Any], src_types: list[DType]) -> Any:
             q = np.floor(xs[0] / xs[1])
             return q if ins == Instr.VFLOORDIV else xs[0] - q * xs[1]
         return int_divmod("//" if ins == Instr.VFLOORDIV else "%", xs[0], xs[1], t)
-    if ins in vmath.FUNCS:  # the very recipe the native code runs (compiler.vmath)
+    if ins in vmath.FUNCS:  # the very recipe the native code runs (compiler.backend.vmath)
         return vmath.evaluate(ins, xs)
     if ins == Instr.VABS:
         return np.abs(xs[0])
@@ -316,7 +316,7 @@ def cast(x: Any, src: DType, dst: DType) -> Any:
     return np.asarray(x).astype(compute(dst))  # sext / trunc / same width
 
 
-# ------------------------------------------------------------------ the cube (compiler/cube.py)
+# ------------------------------------------------------------------ the cube (compiler/backend/cube.py)
 def _sum_round_odd(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """x + y in f64 rounded to odd: rounding that to f32 then gives the correctly rounded f32 sum
     (53 >= 24 + 2 bits), where plain f64 rounding could round twice."""
@@ -361,7 +361,7 @@ def mmad_values(a: np.ndarray, b: np.ndarray, c: np.ndarray, isa: str) -> np.nda
             for kk in (p + 1, p):
                 c = _ftz(fma32(a32[:, kk, None], b32[None, kk, :], c))
         return c
-    from compiler.cube_micro import fused_f32
+    from compiler.backend.cube_micro import fused_f32
 
     fused = fused_f32()
     for kk in range(a32.shape[1]):  # without FMA (x86-64-v2): the product rounded, then the sum
@@ -391,7 +391,7 @@ def fix_values(acc: np.ndarray, fix: Fix, scale: np.float32 | None) -> np.ndarra
 @functools.lru_cache(maxsize=None)
 def host_isa() -> str:
     """The Mmad path the native code takes on this host (`cube.host_isa`)."""
-    from compiler import cube
+    from compiler.backend import cube
 
     return cube.host_isa()
 

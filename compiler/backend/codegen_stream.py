@@ -37,12 +37,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from compiler.codegen_elem import elem_op, ety, i64_of, load_elem, scalar_as, store_elem
-from compiler.codegen_vector import (
-    REDUCE,
+from compiler.backend.codegen_elem import elem_op, ety, i64_of, load_elem, scalar_as, store_elem
+from compiler.backend.codegen_vector import (
     STREAM_BYTES,
     Window,
-    _bcast,
     dma_checks,
     dma_data,
     nt_copy,
@@ -50,13 +48,13 @@ from compiler.codegen_vector import (
     vop_data,
     vop_event,
 )
-from compiler.convert import round_to
-from compiler.ir import Barrier, Buf, Check, Flag, For, If, Kernel, Load, Stmt, Store, VOp, accesses
+from compiler.backend.convert import round_to
+from compiler.ir import REDUCE, Barrier, Buf, Check, Flag, For, If, Kernel, Load, Stmt, Store, VOp, accesses, broadcasts
 from compiler.sexpr import SExpr
 from dsl.types import Mem
 
 if TYPE_CHECKING:
-    from compiler.codegen import Gen
+    from compiler.backend.gen import Gen
 
 Member = Load | Store | VOp
 PASS_THROUGH = (Flag, Check, Barrier)  # may stand between members: they touch no buffer or GM
@@ -335,7 +333,7 @@ def _ub_operands(grp: Group) -> list[tuple[Buf, tuple[bool, bool], bool]]:
                     out.append((b, (False, False), True))
             elif b.id not in written and b.id not in seen:
                 seen.add(b.id)
-                out.append((b, _bcast(b, shape), False))
+                out.append((b, broadcasts(b, shape), False))
     return out
 
 

@@ -10,9 +10,10 @@ Per-element semantics are `codegen.elem_op` / `cast_value` / `scalar_as`, rule f
 compute in f32 (scalar operands too) and round to f16/bf16 once per instruction, integers wrap,
 x // 0 and x % 0 give 0, max/min/relu propagate NaN and order -0 < +0 (llvm.maximum), float ->
 int casts round half to even and saturate. exp, log, tanh, erf, sin, pow, ... run the very
-recipes of `compiler.vmath` that the native code inlines (fused multiply-adds where the target
-has FMA). Scalar expressions follow `Gen.sval` (i64 wrap-around, IEEE f64). Float sums add in `codegen_elem.lane_sum`'s fixed order, as the native code does. The one known
-difference from the native run:
+recipes of `compiler.backend.vmath` that the native code inlines (fused multiply-adds where the
+target has FMA). Scalar expressions follow `Gen.sval` (i64 wrap-around, IEEE f64). Float sums add
+in `codegen_elem.lane_sum`'s fixed order, as the native code does. The one known difference from
+the native run:
 
 - bf16 Mmad on AMX hosts: how the tile unit rounds inside a 32-element step of k is not
   documented (it is not the SDM's pseudocode), so the interpreter uses the vdpbf16ps rule (pairs,
@@ -21,8 +22,8 @@ difference from the native run:
   order, i8 is exact in i32.
 
 The cube's memories hold fractals, not rows: L1 and L0C are NZ (16-row fractals column block by
-column block), L0A zZ and L0B fractal rows (see `compiler.cube`). `Core.fractals` views a cube
-buffer as its grid of fractals; `cube_get` / `cube_put` read and write it as a plain matrix.
+column block), L0A zZ and L0B fractal rows (see `compiler.backend.cube`). `Core.fractals` views a
+cube buffer as its grid of fractals; `cube_get` / `cube_put` read and write it as a plain matrix.
 
 Use: VINCI_INTERPRET=1 (or `compiler.config.CONFIG.interpret = True`) sends every launch here.
 To step through a kernel, put a breakpoint in `Core.exec`: it stops before every statement, with
@@ -34,7 +35,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
-import weakref
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -42,9 +42,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from compiler import sexpr as S
-from compiler.codegen import REDUCE, _bcast
-from compiler.codegen_cube import CUBE_TYPE
-from compiler.interpret_rules import (
+from compiler.interp.interpret_rules import (
     ZERO,
     as_i64,
     compute,
@@ -58,6 +56,8 @@ from compiler.interpret_rules import (
     wrap,
 )
 from compiler.ir import (
+    CUBE_TYPE,
+    REDUCE,
     Barrier,
     Buf,
     Check,
@@ -75,6 +75,7 @@ from compiler.ir import (
     Stmt,
     Store,
     VOp,
+    broadcasts,
 )
 from compiler.passes.place import fractal_pad
 from compiler.sexpr import F64, SExpr
@@ -395,7 +396,7 @@ class Core:
         xs, types = [], []
         for src in s.srcs:
             if isinstance(src, Buf):
-                brow, bcol = _bcast(src, d)
+                brow, bcol = broadcasts(src, d)
                 xs.append(self.view(src, 1 if brow else rows, 1 if bcol else cols).astype(compute(src.dtype)))
                 types.append(src.dtype)
             else:
@@ -534,39 +535,15 @@ def interpret_core(kir: Kernel, args: Sequence[Any], cfg: Any, n: int = 1, trace
     return run_cores(kir, argv, gm, cfg, n, trace, locs)
 
 
-_CORE_IR: "weakref.WeakKeyDictionary[Any, dict[tuple, Kernel]]" = weakref.WeakKeyDictionary()
-
-
-def core_ir(k: Any, plan: Any, cfg: Any) -> Kernel:
-    """The Core IR of dsl kernel `k` for the specialisation `plan` was compiled for (cached)."""
-    from compiler.pipeline import to_core
-
-    key = (tuple(plan.params), tuple(sorted(k.options.items())), cfg.name, cfg.fingerprint())
-    per = _CORE_IR.setdefault(k, {})
-    kir = per.get(key)
-    if kir is None:
-        kir = per[key] = to_core(k.fdef, k.env, plan.params, k.options, cfg)
-    return kir
-
-
-def interpret(k: Any, values: list[Any], infos: list[Any], plan: Any, cfg: Any, n: int, trace: bool) -> Any:
-    """`Launch._launch` in the interpreter: same arguments, same errors, same `Run` when profiling."""
-    from dsl.kernel import Run, _line, _strip
-
-    kir = core_ir(k, plan, cfg)
+def interpret(kir: Kernel, plan: Any, values: list[Any], infos: list[Any], cfg: Any, n: int,
+              trace: bool) -> list[np.ndarray] | None:
+    """A launch in the interpreter: `kir` is the Core IR of the specialisation `plan` was compiled
+    for; `values`, `infos`, `cfg` and `n` are what the native launch gets. Raises the native
+    launch's `KernelError`s; returns the cores' trace events when `trace` (else None)."""
     shapes = [info.shape if info is not None else None for info in infos]
     ptrs = [info.ptr if info is not None else 0 for info in infos]
     argv = arg_words(plan.params, values, shapes, ptrs)
     gm = {p.slot: gm_array(v, info, p.dtype) for p, v, info in zip(plan.params, values, infos) if p.kind == "gm"}
-    try:
-        events = run_cores(kir, argv, gm, cfg, n, trace, plan.locs)
-    except KernelError as e:
-        raise _strip(e) from None
+    events = run_cores(kir, argv, gm, cfg, n, trace, plan.locs)
     sys.stdout.flush()
-    if events is None:
-        return None
-    from simulator.timing import simulate
-
-    locs = [(loc.file, loc.line, loc.col, _line(loc)) for loc in plan.locs]
-    gm_bytes = [info.nbytes for info in infos if info is not None]
-    return Run(simulate(events, cfg, locs, gm_bytes), cfg, n, plan)
+    return events

@@ -11,17 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from compiler import sexpr as S
-from compiler.codegen_cube import gen_cube_move
-from compiler.codegen_elem import elem_op, ety, gen_reduce, i64_of, load_elem, scalar_as, store_elem
-from compiler.ir import Buf, Fix, GMRef, Move, VOp
+from compiler.backend import cube
+from compiler.backend.codegen_cube import gen_cube_move
+from compiler.backend.codegen_elem import elem_op, ety, gen_reduce, i64_of, load_elem, scalar_as, store_elem
+from compiler.ir import REDUCE, Buf, Fix, GMRef, Move, VOp, broadcasts
 from compiler.passes.place import fractal_pad
 from dsl.errors import SourceLoc
 from dsl.types import DType, Mem, f32
 from simulator.isa import INFO, Instr, Pipe
 
 if TYPE_CHECKING:
-    from compiler.codegen import Gen
+    from compiler.backend.gen import Gen
 
 
 @dataclass
@@ -88,8 +88,6 @@ def dma_data(g: Gen, w: Window, fix: Fix | None = None) -> None:
     ref, buf, is_load, es = w.ref, w.buf, w.is_load, w.es
     off, rows, cols, stride, numel, last, step = w.off, w.rows, w.cols, w.stride, w.numel, w.last, w.step
     if buf.mem != Mem.UB:
-        from compiler import cube
-
         gp = g.op(f"getelementptr i8, ptr {g.gm_ptr(ref.arg)}, i64 {g.op(f'mul i64 {off}, {es}')}")
         bptr, _ = g.buf_ptr(buf)
         rp, cp = (i64_of(g, e) for e in fractal_pad(buf))
@@ -236,8 +234,6 @@ def gen_move(g: Gen, s: Move) -> None:
     assert s.instr is not None, "units are assigned by the schedule"
     g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {es}"), rows, -1, 0, 0)
     if d.mem == Mem.L1:  # UB (ND rows) -> L1 (NZ fractals), as the GM -> L1 DMA lays it out
-        from compiler import cube
-
         dp, _ = g.buf_ptr(d)
         sp, ss = g.buf_ptr(src)
         rp, cp = (i64_of(g, e) for e in fractal_pad(d))
@@ -256,14 +252,6 @@ def gen_move(g: Gen, s: Move) -> None:
         g.emit(f"call void @llvm.memmove.p0.p0.i64(ptr align 1 {a}, ptr align 1 {b}, i64 {nbytes}, i1 false)")
 
     g.loop(rows, row)
-
-
-def _bcast(src: Buf, dst: Buf) -> tuple[bool, bool]:
-    one = S.const(1)
-    return (src.cap[0] == one and dst.cap[0] != one, src.cap[1] == one and dst.cap[1] != one)
-
-
-REDUCE = (Instr.VREDUCE_SUM, Instr.VREDUCE_MAX, Instr.VREDUCE_MIN)
 
 
 def gen_vop(g: Gen, s: VOp) -> None:
@@ -302,7 +290,7 @@ def vop_data(g: Gen, s: VOp) -> None:
     for src in s.srcs:
         if isinstance(src, Buf):
             p, st = g.buf_ptr(src)
-            ops.append(("buf", p, st, *_bcast(src, d), src.dtype))
+            ops.append(("buf", p, st, *broadcasts(src, d), src.dtype))
             types.append(src.dtype)
         else:
             dt = scalar_type(s, d.dtype)

@@ -27,13 +27,13 @@ def host(n: int, dtypes: list[str], note: str = "") -> None:
     import torch
     from matmul import matmul
 
-    from compiler import cube
+    from compiler.backend import cube
     from compiler.config import CONFIG
 
     CONFIG.threads = 1
     torch.set_num_threads(1)
     flops = 2 * n ** 3
-    from compiler.cube_micro import describe
+    from compiler.backend.cube_micro import describe
     from compiler.host import target
 
     print(f"== host, one thread: {n}^3 matmul, GFLOP/s, target {target().name} ({target().level}), "
@@ -88,10 +88,10 @@ def simulated(n: int) -> None:
         c = torch.empty(n, n, dtype=out)
         run = matmul[24].profile(a, b, c, BM=bm, BN=bn, BK=bk)
         tflops = 2 * n ** 3 / run.seconds / 1e12
-        peak = run.cfg.peak_flops("f16") / 1e12
+        peak = run.profile.peak_cube_flops / 1e12
         print(f"  {f'{bm}x{bn}x{bk}':<14}{str(out).replace('torch.', ''):<6}{run.cycles:>9}{run.seconds * 1e6:>8.1f}"
               f"{run.efficiency:>7.1%}{run.pipes['M']:>8.1%}{run.pipes['MTE2']:>7.1%}{tflops:>8.1f}{peak:>7.1f}")
-    print("  (eff = roofline bound / cycles; the bound is the busiest pipe's work on the busiest core)")
+    print("  (eff = each core's bound (its busiest pipe's work) summed over the 24 cores / (24 x cycles))")
 
 
 def main() -> None:
@@ -106,7 +106,7 @@ def main() -> None:
     host(n, ns.dtypes.split(","), ns.note)
     if ns.host_only:
         return
-    from compiler import cube
+    from compiler.backend import cube
 
     if cube.host_isa() == "amx":
         without_amx(n)

@@ -245,7 +245,7 @@ def main() -> None:
         print("\n== launch cost (host, per call)")
         table(launch_cost())
     if ns.only in (None, "sim"):
-        print("\n== simulated on ascend910b1, 24 cores (efficiency = roofline bound / cycles)")
+        print("\n== simulated on ascend910b1, 24 cores (efficiency = each core's roofline bound summed / (cores x cycles))")
         table(simulated(n // 4))
     if ns.only in (None, "compile"):
         print("\n== compile and cache")

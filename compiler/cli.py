@@ -1,4 +1,4 @@
-"""The `vinci` command: compile (dump any stage), profile (random inputs on the timing model), demo."""
+"""The `vinci` command: compile (dump any stage), profile (random inputs on the timing model), tune, demo."""
 from __future__ import annotations
 
 import argparse
@@ -99,10 +99,13 @@ def cmd_compile(ns: argparse.Namespace) -> int:
 
 
 def cmd_profile(ns: argparse.Namespace) -> int:
+    from compiler.tune import tuned_args
+
     k = load_kernel(ns.target)
     if ns.buffers:
         k = k.with_options(buffers=ns.buffers)
-    args, kwargs = make_args(k, _kv(ns.shape, "--shape"), _kv(ns.dtype, "--dtype"), _kv(ns.const, "--const"))
+    shapes, dtypes = _kv(ns.shape, "--shape"), _kv(ns.dtype, "--dtype")
+    args, kwargs = tuned_args(k, _kv(ns.const, "--const"), lambda kern, consts: make_args(kern, shapes, dtypes, consts))
     launch = k[ns.cores] if ns.cores else k[_cores(ns.config)]
     if ns.config:
         launch = launch.on(ns.config)
@@ -112,6 +115,18 @@ def cmd_profile(ns: argparse.Namespace) -> int:
         run.save_trace(ns.trace)
         print(f"trace written to {ns.trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0
+
+
+def cmd_tune(ns: argparse.Namespace) -> int:
+    from compiler.tune import tune_command
+
+    k = load_kernel(ns.target)
+    if ns.buffers:
+        k = k.with_options(buffers=ns.buffers)
+    space = {n: [_value(v) for v in vals.split(",") if v] for n, vals in _kv(ns.space, "--space").items()}
+    shapes, dtypes = _kv(ns.shape, "--shape"), _kv(ns.dtype, "--dtype")
+    return tune_command(k, space, _kv(ns.const, "--const"), lambda kern, consts: make_args(kern, shapes, dtypes, consts),
+                        ns.cores or _cores(ns.config), ns.config, ns.force, ns.top)
 
 
 def _cores(config: str | None) -> int:
@@ -142,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--cores", type=int, default=None, help="block_dim (default: all cores of the config)")
     pr.add_argument("--trace", default=None, metavar="OUT.json", help="write a Chrome/Perfetto trace")
     pr.set_defaults(fn=cmd_profile)
+    from compiler.tune import add_arguments as tune_arguments
+
+    tu = sub.add_parser("tune", help="autotune a kernel's Const values on the timing model, print the ranked table")
+    common(tu)
+    tune_arguments(tu)
+    tu.set_defaults(fn=cmd_tune)
     d = sub.add_parser("demo", help="compile, check and profile the example kernels")
     d.add_argument("--quick", action="store_true", help="smaller sizes")
     d.set_defaults(fn=lambda ns: __import__("compiler.demo", fromlist=["main"]).main(ns.quick))

@@ -17,6 +17,8 @@ class Config:
     cache_dir: str = os.environ.get("VINCI_CACHE_DIR", str(Path.home() / ".cache" / "vinci"))
     #: 0 disables the disk cache (memory cache stays)
     disk_cache: bool = _flag("VINCI_DISK_CACHE", True)
+    #: 0 makes autotuned kernels ignore choices saved on disk (they tune again)
+    autotune_cache: bool = _flag("VINCI_AUTOTUNE", True)
     #: run kernels in the numpy reference interpreter instead of native code
     interpret: bool = _flag("VINCI_INTERPRET")
     #: host threads that run simulated cores (default: all host cores)

@@ -11,9 +11,9 @@
     vadd[8](x, y, z)                 # 8 simulated cores
     run = vadd[8].profile(x, y, z)   # cycles, per-pipe busy, trace
 
-Offers: `kernel`, the types (`GM`, `Const`, `f32`, `f16`, `bf16`, `i32`, `i8`), memories
-(`GM_MEM` aside, `UB`, `L1`, `L0A`, `L0B`, `L0C`), the builtins (`tiles`, `range`, `alloc`,
-`copy`, `exp`, `sum`, `cast`, `where`, ...) and `KernelError`.
+Offers: `kernel`, `autotune` (choose Const values on the timing model), the types (`GM`, `Const`,
+`f32`, `f16`, `bf16`, `i32`, `i8`), memories (`GM_MEM` aside, `UB`, `L1`, `L0A`, `L0B`, `L0C`), the
+builtins (`tiles`, `range`, `alloc`, `copy`, `exp`, `sum`, `cast`, `where`, ...) and `KernelError`.
 """
 from dsl.builtins import BUILTINS as _BUILTINS
 from dsl.errors import KernelError, SourceLoc
@@ -27,7 +27,8 @@ L0C = Mem.L0C
 
 globals().update(_BUILTINS)
 
+from dsl.autotune import Autotuned, autotune  # noqa: E402
 from dsl.kernel import Kernel, kernel  # noqa: E402
 
-__all__ = ["kernel", "Kernel", "KernelError", "SourceLoc", "GM", "Const", "DType", "Mem", "f32", "f16",
-           "bf16", "i32", "i8", "boolean", "UB", "L1", "L0A", "L0B", "L0C", *_BUILTINS]
+__all__ = ["kernel", "Kernel", "autotune", "Autotuned", "KernelError", "SourceLoc", "GM", "Const", "DType", "Mem",
+           "f32", "f16", "bf16", "i32", "i8", "boolean", "UB", "L1", "L0A", "L0B", "L0C", *_BUILTINS]

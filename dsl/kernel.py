@@ -17,13 +17,14 @@ import math
 import sys
 import textwrap
 import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compiler.config import CONFIG as _CFG
+from compiler import CONFIG as _CFG
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import BY_CODE, DType, from_numpy, from_torch
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 def _strip(e: KernelError) -> KernelError:
     """Hide compiler frames: the traceback starts at the user's call."""
-    from compiler.config import CONFIG
+    from compiler import CONFIG
 
     if not CONFIG.debug:
         e.__traceback__ = None
@@ -89,6 +90,9 @@ class Kernel:
         except (OSError, TypeError) as e:
             raise KernelError("E100", f"cannot read the source of '{fn.__name__}': {e}", None,
                               "kernels must be defined in a file (or registered with dsl.errors.register_source)")
+        # decorators are Python that has run already (`@dsl.autotune(BM=[64, 128])`), not kernel code
+        skip = _def_index(lines)
+        lines, first = lines[skip:], first + skip
         raw = "".join(lines)
         text = textwrap.dedent(raw)
         indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
@@ -111,7 +115,7 @@ class Kernel:
         used = sorted({n.id for n in _names(self.fdef)})
         self.env_key = "|".join(f"{n}={env[n]!r}" for n in used
                                 if n in env and isinstance(env[n], (int, float, str, bool, DType)))
-        from compiler.lower import declare_params
+        from compiler import declare_params
 
         try:
             self.decls = declare_params(self.fdef, env)
@@ -212,7 +216,7 @@ class Kernel:
 
     def params_for(self, values: list[Any], infos: list[_Arg | None]) -> tuple[list[Any], tuple]:
         """The compiler's parameter specs and the specialisation key for bound arguments."""
-        from compiler.ir import ParamSpec
+        from compiler import ParamSpec
 
         spec: list[tuple[str | int, ...]] = []
         params: list[Any] = []
@@ -245,7 +249,7 @@ class Kernel:
         return hit
 
     def _specialize(self, values: list[Any], infos: list[_Arg | None], cfg: Any) -> tuple[Any, Any]:
-        from compiler.pipeline import compile_kernel
+        from compiler import compile_kernel
 
         params, spec = self.params_for(values, infos)
         key = (spec, tuple(sorted(self.options.items())), cfg.name, cfg.fingerprint(), _knobs())
@@ -268,8 +272,7 @@ class Kernel:
 
     def emit(self, stage: str, *args: Any, config: str | None = None, **kwargs: Any) -> str:
         """Text of one compiler stage (ast, tile, core, llvm, asm) for these example arguments."""
-        from compiler.config import CONFIG
-        from compiler.pipeline import emit
+        from compiler import CONFIG, emit
         from simulator.config import load_config
 
         try:
@@ -281,6 +284,17 @@ class Kernel:
 
 
 _MISSING = object()
+
+
+def _def_index(lines: list[str]) -> int:
+    """Index of the `def` line among a decorated function's source lines."""
+    import ast
+
+    try:
+        node = ast.parse(textwrap.dedent("".join(lines))).body[0]
+    except (SyntaxError, IndexError):
+        return 0
+    return node.lineno - 1 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else 0
 
 
 def _knobs() -> tuple[bool, str, str]:
@@ -329,7 +343,7 @@ class Launch:
     def prepare(self, *args: Any, **kwargs: Any) -> "Prepared":
         """Bind, specialise and marshal the arguments once; the result relaunches with no Python
         work but the call itself (the tensors must stay alive and keep their storage)."""
-        from compiler.config import CONFIG
+        from compiler import CONFIG
 
         k = self.kernel
         cfg = _config(self.config or CONFIG.hw)
@@ -346,7 +360,7 @@ class Launch:
         return Launch(self.kernel, self.block_dim, config)
 
     def _launch(self, args: tuple, kwargs: dict, trace: bool) -> "Run | None":
-        from compiler.config import CONFIG
+        from compiler import CONFIG
 
         k = self.kernel
         cfg = _config(self.config or CONFIG.hw)
@@ -358,9 +372,13 @@ class Launch:
         compiled, plan = k.specialize(values, infos, cfg)
         words = _words(plan, values, infos)
         if CONFIG.interpret:
-            from compiler.interpret import interpret
+            from compiler import interpret
 
-            return interpret(k, values, infos, plan, cfg, n, trace)
+            try:
+                events = interpret(_core_ir(k, plan, cfg), plan, values, infos, cfg, n, trace)
+            except KernelError as e:
+                raise _strip(e) from None
+            return None if events is None else _run(events, plan, cfg, n, infos)
         printer = _Printer(plan) if plan.strings is not None and getattr(plan, "prints", True) else None
         from simulator import launch as L
 
@@ -377,13 +395,33 @@ class Launch:
                 if b is not None:
                     k._binders[key] = [b] + k._binders.get(key, [])[:3]  # the newest first, a few kept
             return None
-        from simulator.timing import simulate
-
-        locs = [(loc.file, loc.line, loc.col, _line(loc)) for loc in plan.locs]
-        gm = [info.nbytes for info in infos if info is not None]
         assert events is not None  # a traced run returns its events
-        prof = simulate(events, cfg, locs, gm)
-        return Run(prof, cfg, n, plan)
+        return _run(events, plan, cfg, n, infos)
+
+
+def _run(events: Any, plan: Any, cfg: Any, n: int, infos: list[_Arg | None]) -> Run:
+    """A traced launch's events (native or interpreted) timed on the model of the core."""
+    from simulator.timing import simulate
+
+    locs = [(loc.file, loc.line, loc.col, _line(loc)) for loc in plan.locs]
+    gm = [info.nbytes for info in infos if info is not None]
+    return Run(simulate(events, cfg, locs, gm), cfg, n, plan)
+
+
+_CORE_IR: weakref.WeakKeyDictionary[Kernel, dict[tuple, Any]] = weakref.WeakKeyDictionary()
+
+
+def _core_ir(k: Kernel, plan: Any, cfg: Any) -> Any:
+    """The Core IR of `k` for the specialisation `plan` was compiled for: what the interpreter runs
+    (made once per kernel and specialisation)."""
+    from compiler import to_core
+
+    key = (tuple(plan.params), tuple(sorted(k.options.items())), cfg.name, cfg.fingerprint())
+    per = _CORE_IR.setdefault(k, {})
+    kir = per.get(key)
+    if kir is None:
+        kir = per[key] = to_core(k.fdef, k.env, plan.params, k.options, cfg)
+    return kir
 
 
 def _words(plan: Any, values: list[Any], infos: list[_Arg | None]) -> ctypes.Array:
@@ -649,31 +687,19 @@ class Run:
     @property
     def cube_flops(self) -> int:
         """FLOPs the cube did (2 per MAC of every issued mmad, unpadded m x n x k)."""
-        from simulator.isa import Instr
-
-        total = 0
-        for core in self.profile.per_core:
-            ev = core.events
-            mm = ev[ev["instr"] == int(Instr.MMAD)]
-            total += int((mm["a"] * mm["b"] * mm["c"]).sum()) * 2
-        return total
+        return self.profile.cube_flops
 
     def report(self) -> str:
-        text = self.profile.report()
-        flops = self.cube_flops
-        if flops:
-            peak = self.cfg.peak_flops("f16") / 1e12
-            achieved = flops / self.seconds / 1e12 if self.seconds else 0.0
-            text += (f"\n  cube: {achieved:.1f} TFLOPS of {peak:.1f} peak (f16: {self.cfg.cores} cores x 4096 MAC x 2 "
-                     f"x {self.cfg.clock_mhz / 1000:.2f} GHz), {achieved / peak:.1%}")
-        return text
+        """The profile's summary; its cube line compares against the peak of the dtype that ran."""
+        return self.profile.report()
 
     def save_trace(self, path: str) -> None:
         self.profile.save_trace(path)
 
     def __repr__(self) -> str:
         return (f"<Run {self.plan.name}[{self.block_dim}]: {self.cycles} cycles, bound {self.bound}, "
-                f"efficiency {self.efficiency:.1%}>")
+                f"efficiency {self.efficiency:.1%}, {self.profile.active_cores} of {self.profile.n_cores} "
+                f"cores had work>")
 
 
 def kernel(fn: Any = None, **options: Any) -> Any:

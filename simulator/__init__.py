@@ -21,8 +21,9 @@ from simulator.config import (
     load_config,
 )
 from simulator.isa import EVENT_DTYPE, CubeType, Instr, Kind, Mem, Pipe
+from simulator.l2 import L2Model
 from simulator.memory import CoreMemories, get_memories, release_memories
-from simulator.timing import CoreProfile, L2Model, Profile, SyncError, simulate
+from simulator.timing import CoreProfile, Profile, SyncError, simulate
 from simulator.trace import chrome_trace_events, write_chrome_trace
 
 __all__ = [

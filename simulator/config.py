@@ -113,7 +113,7 @@ class HwConfig:
     alignment: int
     event_ids_per_pair: int
     memory: Memories
-    cube_f16: CubeRate
+    cube_f16: CubeRate  # also bf16 (same rate; an mmad record does not tell them apart)
     cube_i8: CubeRate
     cube_f32: CubeRate
     vector_bytes_per_repeat: int
@@ -157,7 +157,8 @@ class HwConfig:
                 CubeType.F32: self.cube_f32}[CubeType(ctype)]
 
     def peak_flops(self, dtype: CubeType | str = "f16") -> float:
-        """Chip peak of the cube units in FLOP/s (2 per MAC) for `dtype`, all cores."""
+        """Chip peak of the cube units in FLOP/s (2 per MAC) for `dtype`, all cores: the
+        [cube] rate of that dtype (f32 runs at half the f16 rate on the default config)."""
         return 2.0 * self.cube_rate(dtype).macs_per_cycle * self.cores * self.clock_hz
 
     def peak_vector_bytes(self) -> float:

@@ -60,9 +60,12 @@ class Kind(enum.IntEnum):
 
 
 class CubeType(enum.IntEnum):
-    F16 = 0  # f16 / bf16 in, f32 accumulate: 16x16x16 per cycle
-    I8 = 1  # i8 in, i32 accumulate: 16x32x16 per cycle
-    F32 = 2  # f32 in, f32 accumulate: 16x8x16 per cycle
+    """Operand type of an mmad; its rate per cycle is the config's [cube] entry of the same
+    name in lower case (the one source of cube rates)."""
+
+    F16 = 0  # f16 / bf16 in, f32 accumulate
+    I8 = 1  # i8 in, i32 accumulate
+    F32 = 2  # f32 in, f32 accumulate
 
 
 class Instr(enum.IntEnum):

@@ -35,8 +35,9 @@ Costs (cycles; "work" is the cost without the fixed start-up)
     VECTOR   ``overhead.vector + repeats * VECTOR_REPEAT_COST[instr]``, repeats =
              ``ceil(a * b / bytes_per_repeat)`` (a elements of b bytes). If c (rows) > 1,
              every row starts a fresh repeat: ``c * ceil(ceil(a / c) * b / bytes_per_repeat)``.
-    CUBE     ``overhead.cube + ceil(m/m0) * ceil(n/n0) * ceil(k/k0)`` with the config's
-             [m0, k0, n0] for the CubeType in d (f16 16x16x16, i8 16x32x16, f32 16x8x16).
+    CUBE     ``overhead.cube + ceil(m/m0) * ceil(n/n0) * ceil(k/k0)`` with [m0, k0, n0] from
+             the config's [cube] table for the CubeType in d (the config is the only source of
+             the cube rates: f16 (also bf16), i8 and f32 each have their own).
     SCALAR   ``overhead.scalar + a``.   Flags, barriers: 0.
 
 L2 (shared by all cores)
@@ -56,8 +57,18 @@ Cores
 Results
     `cycles` = latest end of any instruction over all cores minus the earliest core start.
     busy[p] = cycles pipe p was held (start-ups included), summed over cores;
-    utilization[p] = busy[p] / (cycles * n_cores). The roofline bound of a core is the largest
-    per-pipe work; `bound` is the largest over cores and `efficiency = bound / cycles`.
+    utilization[p] = busy[p] / (cycles * n_cores). n_cores counts every core the launch asked
+    for (block_dim), including cores that got no work.
+    The roofline bound of a core, bound_k, is its largest per-pipe work (start-ups excluded);
+    `bound` is the largest over cores (the critical core) and `bound_pipe` its pipe.
+    ``efficiency = sum_k bound_k / (n_cores * cycles)``: the share of the launch's core-cycles
+    in which each core's busiest pipe did useful work. It drops with poor overlap on a core,
+    uneven splits (cores finishing early) and idle cores (bound_k = 0); `active_cores` counts
+    the cores with bound_k > 0. bound / cycles alone is the critical core's figure.
+    `cube_macs[t]`: MACs (m * n * k, unpadded) of the mmads of CubeType t. `cube_utilization`
+    = sum_t (cube_macs[t] / chip peak MAC/s of t) / seconds, i.e. achieved cube FLOP/s over
+    the peak of the dtype that ran; for several dtypes the peak is their MAC-weighted harmonic
+    mean (`peak_cube_flops`). The chip peak counts all `config.cores` cores.
 
 Performance: costs that are pure functions of the record are computed with numpy, then one
 tight Python loop per core walks the events; GM DMAs go through the L2 model (numpy and
@@ -66,12 +77,10 @@ bytearray operations on line ranges). About 1e6 events per second on one host co
 # The replay loop compares (`if s < t: s = t`) instead of calling max(): 6x cheaper per event.
 from __future__ import annotations
 
-import gc
 import heapq
 import os
 from collections import deque
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,9 +99,8 @@ from simulator.isa import (
     Mem,
     Pipe,
 )
-
-#: a source location as the launcher passes it: (file, line, col, text of the line)
-Loc = tuple[str, int, int, str]
+from simulator.l2 import L2Model
+from simulator.trace import Loc, format_loc, gc_paused, write_chrome_trace
 
 PIPE_NAMES: tuple[str, ...] = tuple(p.name for p in PIPES)
 N_PIPES = len(PIPES)
@@ -130,33 +138,12 @@ class SyncError(RuntimeError):
         super().__init__(message + (f"\n  at {source}" if source else ""))
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC: replay and trace building allocate millions of small tuples and
-    dicts but no cycles, and the collector's scans cost up to 40% of the time."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _pipe_name(p: int) -> str:
     return PIPE_NAMES[p] if 0 <= p < N_PIPES else str(p)
 
 
 def _ceil_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     return -(-a // b)
-
-
-def format_loc(locs: Sequence[Loc] | None, loc: int) -> str | None:
-    """`"file:line: text"` for a location index, or None when unknown."""
-    if not locs or loc < 0 or loc >= len(locs):
-        return None
-    file, line, _col, text = locs[loc]
-    return f"{file}:{line}: {text.strip()}" if text else f"{file}:{line}"
 
 
 @dataclass
@@ -174,6 +161,8 @@ class CoreProfile:
     l2_hit_bytes: int = 0
     l2_miss_bytes: int = 0
     gm_write_bytes: int = 0
+    #: MACs of the mmads per cube dtype ("f16", "i8", "f32"; m * n * k, unpadded)
+    cube_macs: dict[str, int] = field(default_factory=dict)
     #: with keep_timeline: the records, start / end cycle per record, and for each WAIT_FLAG
     #: the index of the SET_FLAG it consumed (-1 elsewhere)
     events: np.ndarray | None = field(default=None, repr=False)
@@ -207,6 +196,10 @@ class Profile:
     instr_counts: dict[str, int]
     warnings: list[str]
     locs: list[Loc] = field(default_factory=list, repr=False)
+    #: cores whose roofline bound is > 0 (the others got no work)
+    active_cores: int = 0
+    #: MACs of the mmads per cube dtype ("f16", "i8", "f32"; m * n * k, unpadded), all cores
+    cube_macs: dict[str, int] = field(default_factory=dict)
 
     @property
     def microseconds(self) -> float:
@@ -218,8 +211,29 @@ class Profile:
         total = self.l2_hit_bytes + self.l2_miss_bytes
         return self.l2_hit_bytes / total if total else 0.0
 
+    @property
+    def cube_flops(self) -> int:
+        """FLOPs the cube did: 2 per MAC of every mmad (unpadded m x n x k), all dtypes."""
+        return 2 * sum(self.cube_macs.values())
+
+    @property
+    def peak_cube_flops(self) -> float:
+        """The chip's cube peak in FLOP/s for the dtype(s) that ran: with several, the peaks
+        weighted by each dtype's share of the MACs (harmonic mean). 0.0 without cube work."""
+        macs = sum(self.cube_macs.values())
+        if not macs:
+            return 0.0
+        return macs / sum(m / self.config.peak_flops(t) for t, m in self.cube_macs.items())
+
+    @property
+    def cube_utilization(self) -> float:
+        """Achieved cube FLOP/s over `peak_cube_flops` (0.0 without cube work or time)."""
+        peak = self.peak_cube_flops
+        return self.cube_flops / self.seconds / peak if peak and self.seconds else 0.0
+
     def report(self) -> str:
-        """A compact human summary: cycles, time, busy pipes, bound, efficiency, L2, counts."""
+        """A compact human summary: cycles, time, busy pipes, bound, efficiency (and how many
+        cores had work), cube TFLOPS against the peak of the dtype that ran, L2, counts."""
         cfg = self.config
         plural = "s" if self.n_cores != 1 else ""
         head = (f"{cfg.name}: {self.n_cores} core{plural}, {self.cycles} cycles = "
@@ -231,8 +245,13 @@ class Profile:
             lines.append(f"  {'pipe':<5} {'busy%':>7} {'busy':>12} {'work':>12}")
             for p, busy, work, util in rows:
                 lines.append(f"  {p:<5} {100 * util:>6.1f}% {busy:>12} {work:>12}")
-        lines.append(f"  bound {self.bound} cycles ({self.bound_pipe}), "
-                     f"efficiency {100 * self.efficiency:.1f}%")
+        eff = (f"  bound {self.bound} cycles ({self.bound_pipe}), "
+               f"efficiency {100 * self.efficiency:.1f}%")
+        if self.n_cores > 1:
+            eff += f" ({self.active_cores} of {self.n_cores} cores had work)"
+        lines.append(eff)
+        if self.cube_macs:
+            lines.append(self._cube_line())
         if self.l2_hit_bytes or self.l2_miss_bytes or self.gm_write_bytes:
             lines.append(f"  L2 read {_kib(self.l2_hit_bytes)} hit / {_kib(self.l2_miss_bytes)} "
                          f"miss (hit rate {100 * self.l2_hit_rate:.1f}%), "
@@ -243,154 +262,34 @@ class Profile:
         lines.extend(f"  warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 
+    def _cube_line(self) -> str:
+        cfg = self.config
+        achieved = self.cube_flops / self.seconds / 1e12 if self.seconds else 0.0
+        macs = sum(self.cube_macs.values())
+        if len(self.cube_macs) == 1:
+            (t,) = self.cube_macs
+            rate = cfg.cube_rate(t).macs_per_cycle
+            what = (f"{_CUBE_LABEL.get(t, t)}: {cfg.cores} cores x {rate} MAC x 2 x "
+                    f"{cfg.clock_mhz / 1000:.2f} GHz")
+        else:
+            shares = " + ".join(f"{_CUBE_LABEL.get(t, t)} {m / macs:.0%}"
+                                for t, m in sorted(self.cube_macs.items()))
+            what = f"{shares} of the MACs, peaks weighted by MACs"
+        return (f"  cube: {achieved:.1f} TFLOPS of {self.peak_cube_flops / 1e12:.1f} peak "
+                f"({what}), {self.cube_utilization:.1%}")
+
     def save_trace(self, path: str | os.PathLike[str]) -> None:
         """Write a Chrome trace JSON (open in Perfetto / chrome://tracing; gzip if the path ends
         in .gz). Needs `simulate(..., keep_timeline=True)`."""
-        from simulator.trace import write_chrome_trace
         write_chrome_trace(self, path)
+
+
+#: how a cube dtype key reads in the report (the f16 rate also serves bf16)
+_CUBE_LABEL = {"f16": "f16/bf16"}
 
 
 def _kib(n: int) -> str:
     return f"{n / 1024:.1f} KiB"
-
-
-# --------------------------------------------------------------------------------------------
-# L2
-
-class L2Model:
-    """Residency of GM lines in the shared L2: one byte per line and GM argument (a bytearray,
-    so the common contiguous access is a few C calls), FIFO eviction."""
-
-    def __init__(self, cfg: HwConfig, gm_nbytes: Sequence[int] | None = None) -> None:
-        self.line = cfg.l2.line_bytes
-        self.capacity_lines = cfg.l2.capacity // self.line
-        self.maps: dict[int, bytearray] = {}
-        for arg, nbytes in enumerate(gm_nbytes or ()):
-            self.maps[arg] = bytearray(-(-int(nbytes) // self.line))
-        self.fifo: deque[tuple[int, tuple[int, int] | np.ndarray]] = deque()
-        self.resident_lines = 0
-
-    @property
-    def resident_bytes(self) -> int:
-        return self.resident_lines * self.line
-
-    def _bitmap(self, arg: int, last_line: int) -> bytearray:
-        m = self.maps.get(arg)
-        if m is None:
-            m = self.maps[arg] = bytearray(last_line + 1)
-        elif len(m) <= last_line:
-            grown = bytearray(max(last_line + 1, 2 * len(m)))
-            grown[:len(m)] = m
-            m = self.maps[arg] = grown
-        return m
-
-    def touch(self, arg: int, offset: int, length: int, count: int, stride: int) -> int:
-        """Access `count` ranges of `length` bytes at `offset + i * stride` of GM argument
-        `arg`; mark their lines resident. Returns how many of the bytes were resident before."""
-        if length <= 0 or count <= 0:
-            return 0
-        line = self.line
-        if count == 1 or stride == length:  # one contiguous range
-            lo, hi = offset, offset + length * count
-            if lo < 0:
-                raise ValueError(f"GM access at negative offset {lo} of argument {arg}")
-            l0, l1 = lo // line, (hi - 1) // line + 1
-            m = self._bitmap(arg, l1 - 1)
-            n_res = m.count(1, l0, l1)
-            if n_res == 0:
-                m[l0:l1] = b"\x01" * (l1 - l0)
-                self._admit(arg, (l0, l1), l1 - l0)
-                return 0
-            hit = n_res * line
-            if m[l0]:
-                hit -= lo - l0 * line
-            if m[l1 - 1]:
-                hit -= l1 * line - hi
-            if n_res < l1 - l0:
-                seg = np.frombuffer(m, dtype=np.uint8)[l0:l1]
-                new = np.flatnonzero(seg == 0) + l0
-                seg[:] = 1
-                self._admit(arg, new, new.size)
-            return hit
-        if offset < 0:
-            raise ValueError(f"GM access at negative offset {offset} of argument {arg}")
-        span = (offset % line + length - 1) // line + 1  # lines per burst
-        if stride > 0 and stride % line == 0 and span <= stride // line:
-            return self._touch_rows(arg, offset, length, count, stride // line, span)
-        starts = offset + np.arange(count, dtype=np.int64) * stride
-        if int(starts.min()) < 0:
-            raise ValueError(f"GM access at negative offset {int(starts.min())} of argument {arg}")
-        ends = starts + length
-        first, last = starts // line, (ends - 1) // line
-        k = int((last - first).max()) + 1
-        lines = first[:, None] + np.arange(k, dtype=np.int64)
-        valid = lines <= last[:, None]
-        overlap = (np.minimum(ends[:, None], (lines + 1) * line)
-                   - np.maximum(starts[:, None], lines * line))
-        lines, overlap = lines[valid], overlap[valid]
-        bits = np.frombuffer(self._bitmap(arg, int(lines.max())), dtype=np.uint8)
-        resident = bits[lines] != 0
-        # a line touched by several bursts of this DMA can only miss on its first touch
-        uniq, first_touch = np.unique(lines, return_index=True)
-        if uniq.size < lines.size:
-            again = np.ones(lines.size, dtype=bool)
-            again[first_touch] = False
-            resident |= again
-        hit = int(overlap[resident].sum())
-        new = uniq[bits[uniq] == 0]
-        if new.size:
-            bits[new] = 1
-            self._admit(arg, new, new.size)
-        return hit
-
-    def _touch_rows(self, arg: int, offset: int, length: int, count: int, step: int,
-                    span: int) -> int:
-        """Bursts a whole number of lines apart that share no line: every burst covers `span`
-        lines at the same position within them, so the lines form a (count, span) strided
-        view of the bitmap."""
-        line = self.line
-        l0 = offset // line
-        m = np.frombuffer(self._bitmap(arg, l0 + count * step - 1), dtype=np.uint8)
-        rows = m[l0:l0 + count * step].reshape(count, step)[:, :span]
-        n_res = int(np.count_nonzero(rows))
-        hit = n_res * line
-        if n_res:
-            head = offset % line  # bytes of the first line before each burst
-            tail = span * line - head - length  # bytes of the last line after it
-            if head:
-                hit -= head * int(np.count_nonzero(rows[:, 0]))
-            if tail:
-                hit -= tail * int(np.count_nonzero(rows[:, -1]))
-        if n_res < rows.size:
-            lines = (l0 + step * np.arange(count, dtype=np.int64))[:, None] + np.arange(span)
-            new = lines[rows == 0] if n_res else lines.reshape(-1)
-            rows[:] = 1
-            self._admit(arg, new, new.size)
-        return hit
-
-    def _admit(self, arg: int, lines: tuple[int, int] | np.ndarray, count: int) -> None:
-        """Lines just made resident: a range (lo, hi) or an array of line numbers."""
-        self.fifo.append((arg, lines))
-        self.resident_lines += count
-        excess = self.resident_lines - self.capacity_lines
-        while excess > 0:
-            victim_arg, victims = self.fifo.popleft()
-            m = self.maps[victim_arg]
-            if isinstance(victims, tuple):
-                lo, hi = victims
-                if hi - lo > excess:
-                    self.fifo.appendleft((victim_arg, (lo + excess, hi)))
-                    hi = lo + excess
-                m[lo:hi] = bytes(hi - lo)
-                k = hi - lo
-            else:
-                if victims.size > excess:
-                    self.fifo.appendleft((victim_arg, victims[excess:]))
-                    victims = victims[:excess]
-                np.frombuffer(m, dtype=np.uint8)[victims] = 0
-                k = int(victims.size)
-            self.resident_lines -= k
-            excess -= k
 
 
 # --------------------------------------------------------------------------------------------
@@ -456,6 +355,7 @@ class _Core:
         cost[sel] = w + oh.vector
 
         # CUBE: fractal steps of the dtype's [m0, k0, n0]
+        self.cube_macs: dict[str, int] = {}
         sel = np.flatnonzero(kind == Kind.CUBE)
         if sel.size:
             ctype = field("d", sel)
@@ -468,6 +368,10 @@ class _Core:
                  * _ceil_div(field("c", sel), k0[ctype]))
             work[sel] = w
             cost[sel] = w + oh.cube
+            macs = (np.maximum(field("a", sel), 0) * np.maximum(field("b", sel), 0)
+                    * np.maximum(field("c", sel), 0))
+            for t in np.unique(ctype).tolist():
+                self.cube_macs[CubeType(t).name.lower()] = int(macs[ctype == t].sum())
 
         sel = np.flatnonzero(kind == Kind.SCALAR)
         w = np.maximum(field("a", sel), 0)
@@ -682,7 +586,7 @@ class _Core:
         end_cycle = max(int(ends.max()) if self.n else self.start_cycle, self.start_cycle)
         prof = CoreProfile(self.idx, self.start_cycle, end_cycle, busy_d, work_d,
                            work_d[bound_pipe], bound_pipe, self.n, self.l2_hit, self.l2_miss,
-                           self.gm_written)
+                           self.gm_written, dict(self.cube_macs))
         if keep_timeline:
             src = np.full(self.n, -1, dtype=np.int64)
             if self.flag_src:
@@ -750,12 +654,17 @@ def _simulate(cores: list[np.ndarray], cfg: HwConfig, locs: list[Loc] | None,
     utilization = {p: busy[p] / denom if denom else 0.0 for p in PIPE_NAMES}
     top = max(per_core, key=lambda c: c.bound, default=None)
     bound = top.bound if top else 0
+    cube_macs: dict[str, int] = {}
+    for c in per_core:
+        for t, m in c.cube_macs.items():
+            cube_macs[t] = cube_macs.get(t, 0) + m
     return Profile(
         config=cfg, cycles=cycles, seconds=cycles / cfg.clock_hz, n_cores=n_cores, busy=busy,
         utilization=utilization, work=work, bound=bound,
         bound_pipe=top.bound_pipe if top else PIPE_NAMES[0],
-        efficiency=bound / cycles if cycles else 0.0, per_core=per_core,
+        efficiency=sum(c.bound for c in per_core) / denom if denom else 0.0, per_core=per_core,
         l2_hit_bytes=sum(c.l2_hit_bytes for c in per_core),
         l2_miss_bytes=sum(c.l2_miss_bytes for c in per_core),
         gm_write_bytes=sum(c.gm_write_bytes for c in per_core),
-        instr_counts=instr_counts, warnings=warnings, locs=list(locs or []))
+        instr_counts=instr_counts, warnings=warnings, locs=list(locs or []),
+        active_cores=sum(1 for c in per_core if c.bound > 0), cube_macs=cube_macs)

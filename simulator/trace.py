@@ -10,15 +10,45 @@ instruction's operands.
 """
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from simulator.isa import INFO, CubeType, Instr, Kind, Pipe
-from simulator.timing import Profile, format_loc, gc_paused
+
+if TYPE_CHECKING:
+    from simulator.timing import Profile
+
+#: a source location as the launcher passes it: (file, line, col, text of the line)
+Loc = tuple[str, int, int, str]
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC: replay and trace building allocate millions of small tuples and
+    dicts but no cycles, and the collector's scans cost up to 40% of the time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def format_loc(locs: Sequence[Loc] | None, loc: int) -> str | None:
+    """`"file:line: text"` for a location index, or None when unknown."""
+    if not locs or loc < 0 or loc >= len(locs):
+        return None
+    file, line, _col, text = locs[loc]
+    return f"{file}:{line}: {text.strip()}" if text else f"{file}:{line}"
+
 
 _TRACK_NAMES = {int(p): p.name for p in Pipe}
 
@@ -137,7 +167,8 @@ def write_chrome_trace(profile: Profile, path: str | os.PathLike[str],
         "otherData": {"config": profile.config.name, "cycles": profile.cycles,
                       "clock_mhz": profile.config.clock_mhz,
                       "bound_pipe": profile.bound_pipe,
-                      "efficiency": round(profile.efficiency, 4)},
+                      "efficiency": round(profile.efficiency, 4),
+                      "cores": profile.n_cores, "active_cores": profile.active_cores},
     }
     with gc_paused():
         text = json.dumps(doc, separators=(",", ":"))

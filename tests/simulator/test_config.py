@@ -36,6 +36,7 @@ def test_default_config_numbers():
             cfg.cube_rate("f32").k0) == (4096, 32, 8)
     assert cfg.peak_flops("f16") == pytest.approx(2 * 4096 * 24 * 1.85e9)
     assert cfg.peak_flops("i8") == 2 * cfg.peak_flops("f16")
+    assert cfg.peak_flops("f32") == cfg.peak_flops("f16") / 2 == cfg.peak_flops(CubeType.F32)
     assert cfg.hbm_bandwidth() == pytest.approx(32 * 24 * 1.85e9)
     with pytest.raises(ValueError, match="no cube rate for dtype 'f64'"):
         cfg.cube_rate("f64")

@@ -372,8 +372,57 @@ def test_multi_core_cycles_and_utilization():
     assert [c.cycles for c in p.per_core] == [18, 54]
     assert p.cycles == 54 and p.n_cores == 2
     assert p.busy["V"] == 72 and p.utilization["V"] == pytest.approx(72 / (54 * 2))
-    assert p.bound == 48 and p.efficiency == pytest.approx(48 / 54)
+    # efficiency sums every core's bound (16 and 48) over all cores' cycles: core 0 idles
+    # after cycle 18, so the launch is not as good as its critical core alone (48 / 54)
+    assert p.bound == 48 and p.efficiency == pytest.approx((16 + 48) / (2 * 54))
+    assert p.active_cores == 2
     assert p.instr_counts == {"VADD": 4}
+
+
+def test_idle_cores_count_against_efficiency():
+    # four cores launched, one with work; the idle ones only set and wait a flag (as a
+    # compiled kernel's cores with no blocks do): no work, so their bound is 0
+    busy = prog(rec(I.VADD, 1024, 4), rec(I.VADD, 1024, 4))  # 2 x (2 + 16) = 36, work 32
+    idle = prog(set_(P.V, P.MTE2, 0), wait(P.V, P.MTE2, 0))
+    one = simulate([busy], CFG)
+    four = simulate([busy, idle, idle, idle], CFG)
+    assert one.cycles == four.cycles == 36 and one.bound == four.bound == 32
+    assert one.efficiency == pytest.approx(32 / 36)
+    assert four.efficiency == pytest.approx(32 / (4 * 36))
+    assert (one.active_cores, four.active_cores) == (1, 1)
+    assert four.report().count("efficiency") == 1
+    assert f"efficiency {100 * 32 / 144:.1f}% (1 of 4 cores had work)" in four.report()
+    assert "cores had work" not in one.report()  # a one-core launch has nothing to say there
+
+
+def test_cube_utilization_against_the_peak_of_the_dtype_that_ran():
+    # 64 x 64 x 64 = 262144 MACs per mmad; f16 steps 16x16x16 -> 64 cycles + 2,
+    # f32 16x8x16 -> 128 cycles + 2. The peak is the chip's: 24 cores.
+    f16 = run(rec(I.MMAD, 64, 64, 64, CubeType.F16))
+    f32 = run(rec(I.MMAD, 64, 64, 64, CubeType.F32))
+    assert (f16.cycles, f32.cycles) == (66, 130)
+    assert f16.cube_macs == {"f16": 64 ** 3} and f32.cube_macs == {"f32": 64 ** 3}
+    assert f32.cube_flops == 2 * 64 ** 3
+    assert f32.peak_cube_flops == CFG.peak_flops("f32") == CFG.peak_flops("f16") / 2
+    # one core's mmad at full rate for 128 of 130 cycles: 128 / 130 of one core's f32 peak
+    assert f32.cube_utilization == pytest.approx(128 / 130 / 24)
+    assert f16.cube_utilization == pytest.approx(64 / 66 / 24)
+    text = f32.report()
+    assert "peak (f32: 24 cores x 2048 MAC x 2 x 1.85 GHz)" in text
+    assert f"{f32.cube_utilization:.1%}" in text.split("cube:")[1]
+    assert "peak (f16/bf16: 24 cores x 4096 MAC x 2 x 1.85 GHz)" in f16.report()
+    assert "cube:" not in run(rec(I.VADD, 1024, 4)).report()
+
+
+def test_mixed_cube_dtypes_use_the_mac_weighted_peak():
+    p = run(rec(I.MMAD, 64, 64, 64, CubeType.F16), rec(I.MMAD, 64, 64, 64, CubeType.F32))
+    assert p.cube_macs == {"f16": 64 ** 3, "f32": 64 ** 3}
+    # half the MACs at each peak: the weighted (harmonic) peak is 2 / (1/P16 + 1/P32)
+    peak = 2 / (1 / CFG.peak_flops("f16") + 1 / CFG.peak_flops("f32"))
+    assert p.peak_cube_flops == pytest.approx(peak)
+    # the same as adding each dtype's time at its own peak: 64 + 128 full-rate cycles
+    assert p.cube_utilization == pytest.approx((64 + 128) / p.cycles / 24)
+    assert "f16/bf16 50% + f32 50% of the MACs" in p.report()
 
 
 def test_cores_reach_l2_in_order_of_simulated_time():

@@ -26,7 +26,10 @@ demo: $(STAMP)
 # covers every level the host can run).
 NATIVE_TESTS := tests/compiler/test_kernels.py tests/compiler/test_cube_native.py tests/compiler/test_interpret.py \
 	tests/compiler/test_interpret_cube.py tests/compiler/test_forwarding.py tests/compiler/test_host.py \
-	tests/compiler/test_vmath.py tests/compiler/test_stream.py tests/op_library tests/test_examples.py
+	tests/compiler/test_vmath.py tests/compiler/test_stream.py tests/op_library tests/test_examples.py \
+	tests/compiler/test_gather.py tests/compiler/test_atomic.py tests/compiler/test_transpose.py \
+	tests/compiler/test_runtime_tiles.py tests/compiler/test_rng.py tests/compiler/test_l1_panels.py \
+	tests/compiler/test_ub_economy.py tests/test_natural_kernels.py
 
 test: $(STAMP)
 	$(BIN)/ruff check dsl compiler simulator op_library torch_bridge tests bench examples

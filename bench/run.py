@@ -229,7 +229,8 @@ def _fmt(v: object) -> str:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--only", choices=("host", "elem", "launch", "sim", "compile", "cube", "conv", "vmath"),
+    p.add_argument("--only", choices=("host", "elem", "launch", "sim", "compile", "cube", "conv", "vmath",
+                                      "transpose"),
                    default=None)
     ns = p.parse_args()
     print(hostinfo.header("Vinci benchmarks (VINCI_HOST_ISA caps Vinci's target; torch is capped alike)"))
@@ -255,7 +256,7 @@ def main() -> None:
         if cube.exists():
             print()
             subprocess.run([sys.executable, str(cube)] + (["--quick"] if ns.quick else []), check=False)
-    for name in ("conv", "vmath"):
+    for name in ("conv", "vmath", "transpose"):
         if ns.only in (None, name):
             print()
             subprocess.run([sys.executable, str(ROOT / "bench" / f"{name}.py")] + (["--quick"] if ns.quick else []),

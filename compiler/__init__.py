@@ -8,7 +8,8 @@ Its rooms, in pipeline order (`compiler.pipeline` lists the stages):
     jit.py      LLVM IR -> loaded machine code, and the compile cache
     interp/     the reference interpreter: Core IR run in numpy (`VINCI_INTERPRET=1`)
 
-and beside them the IR (`ir.py`, `sexpr.py`), every setting (`config.py`), the JIT's target
+and beside them the IR (`ir.py`, `sexpr.py`; `gathers.py`: the rules of scalar reads and gathers that
+lowering, codegen and the interpreter share), every setting (`config.py`), the JIT's target
 (`host.py`), the `vinci` command (`cli.py`) and its demo (`demo.py`).
 
 This package is the one door the language (dsl/) uses: `CONFIG`, `declare_params`, `ParamSpec`,

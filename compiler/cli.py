@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,20 +60,57 @@ def _value(v: str) -> Any:
     return {"True": True, "False": False}.get(v, v)
 
 
+def check_names(k: Any, shapes: dict[str, str], dtypes: dict[str, str], consts: dict[str, str]) -> None:
+    """Every --shape / --dtype names a tensor parameter of `k`, every --const another parameter."""
+    gm = [d.name for d in k.decls if d.kind == "gm"]
+    other = [d.name for d in k.decls if d.kind != "gm"]
+    for flag, given, allowed, what in (("--shape", shapes, gm, "tensor"), ("--dtype", dtypes, gm, "tensor"),
+                                       ("--const", consts, other, "Const or scalar")):
+        for name in given:
+            if name not in allowed:
+                also = f"; '{name}' is a tensor: give --shape {name}=DIMS" if name in gm else ""
+                raise SystemExit(f"vinci: {flag} {name}=...: {k.__name__} has no {what} parameter {name!r} "
+                                 f"({what} parameters: {', '.join(allowed) or 'none'}){also}")
+
+
+def require_shapes(k: Any, shapes: dict[str, str]) -> None:
+    """Every tensor parameter needs --shape: the CLI never invents one."""
+    missing = [d.name for d in k.decls if d.kind == "gm" and d.name not in shapes]
+    if missing:
+        which = ", ".join(repr(n) for n in missing)
+        give = " ".join(f"--shape {n}=DIMS" for n in missing)
+        raise SystemExit(f"vinci: no shape for tensor parameter{'s' if len(missing) > 1 else ''} {which} of "
+                         f"{k.__name__}: give {give} (DIMS as in --shape {missing[0]}=1024,1024)")
+
+
+def _dims(name: str, text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(x) for x in text.replace("x", ",").split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(n < 0 for n in shape):
+        raise SystemExit(f"vinci: --shape {name}={text}: DIMS are sizes >= 0 separated by commas, "
+                         f"e.g. --shape {name}=1024,1024")
+    return shape
+
+
 def make_args(k: Any, shapes: dict[str, str], dtypes: dict[str, str], consts: dict[str, str],
               seed: int = 0) -> tuple[list[Any], dict[str, Any]]:
-    """Random inputs for every GM parameter (shape from --shape, dtype from the annotation or --dtype)."""
+    """Random inputs for every GM parameter (shape from --shape, required; dtype from the annotation,
+    else --dtype, else f32)."""
     import dsl.types as T
 
+    check_names(k, shapes, dtypes, consts)
+    require_shapes(k, shapes)
     rng = np.random.default_rng(seed)
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     for d in k.decls:
         if d.kind == "gm":
-            dims = shapes.get(d.name)
-            if dims is None:
-                dims = "1" if d.rank in (None, 1) else ",".join(["1"] * d.rank)
-            shape = tuple(int(x) for x in dims.replace("x", ",").split(",") if x)
+            shape = _dims(d.name, shapes[d.name])
+            if d.name in dtypes and dtypes[d.name] not in T.DTYPES:
+                raise SystemExit(f"vinci: --dtype {d.name}={dtypes[d.name]}: unknown dtype "
+                                 f"(one of {', '.join(T.DTYPES)})")
             dt = T.DTYPES[dtypes[d.name]] if d.name in dtypes else (d.dtype or T.f32)
             if dt.is_float:
                 a = rng.standard_normal(shape).astype(np.float32).astype(dt.np)
@@ -80,8 +118,7 @@ def make_args(k: Any, shapes: dict[str, str], dtypes: dict[str, str], consts: di
                 a = rng.integers(-100, 100, size=shape).astype(dt.np)
             args.append(a)
         elif d.name in consts:
-            kwargs[d.name] = _value(consts[d.name])
-            args.append(kwargs.pop(d.name))
+            args.append(_value(consts[d.name]))
         elif d.has_default:
             args.append(d.default)
         else:
@@ -93,8 +130,15 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     k = load_kernel(ns.target)
     if ns.buffers:
         k = k.with_options(buffers=ns.buffers)
-    args, kwargs = make_args(k, _kv(ns.shape, "--shape"), _kv(ns.dtype, "--dtype"), _kv(ns.const, "--const"))
-    print(k.emit(ns.emit, *args, config=ns.config, **kwargs))
+    shapes, dtypes, consts = _kv(ns.shape, "--shape"), _kv(ns.dtype, "--dtype"), _kv(ns.const, "--const")
+    if ns.emit == "ast":  # the parsed kernel: the same for every shape, dtype and Const
+        from dsl import ast as A
+
+        check_names(k, shapes, dtypes, consts)
+        print(A.dump(k.fdef))
+        return 0
+    args, kwargs = make_args(k, shapes, dtypes, consts)
+    print(k.emit(ns.emit, *args, config=ns.config, **kwargs))  # tile and core dumps: sizes for these shapes
     return 0
 
 
@@ -146,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--dtype", action="append", metavar="NAME=DTYPE", help="for GM params without one")
         sp.add_argument("--const", action="append", metavar="NAME=VALUE", help="Const or scalar parameter value")
         sp.add_argument("--config", default=None, help="hardware config name or path (default ascend910b1)")
-        sp.add_argument("--buffers", type=int, default=None, help="1 or 2: buffers per tile (default 2)")
+        sp.add_argument("--buffers", type=int, default=None, help="1 or 2: buffers per tile (default 2, or 3 for a tile loaded, rewritten in place and stored)")
 
     c = sub.add_parser("compile", help="compile a kernel and print one stage")
     common(c)
@@ -172,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     except KernelError as e:
         print(e.render(), file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `vinci compile ... | head`: the reader left, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

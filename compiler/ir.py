@@ -9,6 +9,7 @@ split over cores.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
@@ -42,9 +43,18 @@ class Buf:
     offset: int | None = None  # explicit byte offset requested by the user
     buffers: int | None = None  # requested slot count (dsl.alloc(..., buffers=N))
     depth: int = 0  # loop depth where it was created
+    # a sub-window of another buffer (`a1[:, k]` of an L1 panel): `parent`'s storage from element
+    # (row, col) `origin` on; it has no placement of its own (see `compiler.passes.views`)
+    parent: Buf | None = None
+    origin: tuple[SExpr, SExpr] | None = None
 
     def __repr__(self) -> str:
         return f"%{self.name}"
+
+    @property
+    def root(self) -> Buf:
+        """The buffer that owns the storage: self, or the parent of a sub-window."""
+        return self if self.parent is None else self.parent.root
 
     @property
     def shape_str(self) -> str:
@@ -112,6 +122,7 @@ class Store(Stmt):
     instr: Instr | None = None
     loc: SourceLoc = _loc()
     fix: Fix | None = None  # stores from L0C
+    atomic: bool = False  # dsl.atomic_add: GM += src, element by element, atomically across cores
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,7 @@ class Move(Stmt):
     loc: SourceLoc = _loc()
     transpose: bool = False  # L1 -> L0A/L0B: the L1 buffer holds the operand transposed
     fix: Fix | None = None  # moves out of L0C
+    row0: SExpr | None = None  # L0C -> UB in row chunks: the first L0C row moved (dst.ext rows of them)
 
 
 @dataclass(frozen=True)
@@ -217,6 +229,30 @@ class Barrier(Stmt):
 
 
 @dataclass(frozen=True)
+class LoadScalar(Stmt):
+    """One element of GM (the 1 x 1 window `src`) into scalar variable `var` on the S pipe: i64 for
+    integer tensors, f64 for float ones (`i = idx[r]`). Bounds-checked before it reads."""
+
+    var: str
+    src: GMRef
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
+class VIndexed(Stmt):
+    """A vector instruction whose elements depend on their positions, not only on the same element
+    of their operands (never streamed or computed in place). VARANGE: dst[r, c] = c (srcs = ()).
+    VGATHER: srcs = (table, index); `arg` "cols": dst[r, c] = table[r, index[r, c]] (a 1-D tile is
+    one row), "rows": dst[r, c] = table[index[r, c], c]. Every index is checked before any write."""
+
+    instr: Instr
+    dst: Buf
+    srcs: tuple[Buf, ...]
+    arg: object = None
+    loc: SourceLoc = _loc()
+
+
+@dataclass(frozen=True)
 class ParamSpec:
     """A kernel parameter and where its words live in the launch argument block.
 
@@ -241,6 +277,7 @@ class Placement:
     slots: int
     row_stride: SExpr  # elements between rows
     slot_of: SExpr | None = None  # which slot is current (None: slot 0)
+    share: int | None = None  # id of the buffer whose storage this one computes in place in (one hazard key)
 
 
 @dataclass
@@ -268,7 +305,7 @@ def pipe_of(s: Stmt) -> Pipe:
     if isinstance(s, (Load, Store, Move)):
         assert s.instr is not None, "pipes are assigned by the schedule"
         return INFO[s.instr][1]
-    if isinstance(s, VOp):
+    if isinstance(s, (VOp, VIndexed)):
         return Pipe.V
     if isinstance(s, Mmad):
         return Pipe.M
@@ -276,6 +313,8 @@ def pipe_of(s: Stmt) -> Pipe:
 
 
 REDUCE = (Instr.VREDUCE_SUM, Instr.VREDUCE_MAX, Instr.VREDUCE_MIN)  # the vector reductions
+# Philox random numbers (dsl.rand / dsl.randint): srcs = (seed, offset, stride) scalars, no tile operand
+RNG = (Instr.VRAND, Instr.VRANDINT)
 
 # the cube type an Mmad runs as (its trace event's operand), by input dtype
 CUBE_TYPE = {"f16": CubeType.F16, "bf16": CubeType.F16, "f32": CubeType.F32, "i8": CubeType.I8}
@@ -305,22 +344,32 @@ def _op(o: object) -> str:
     return repr(o)
 
 
-def dump(k: Kernel, core: bool = False) -> str:
+def dump(k: Kernel, core: bool = False, shapes: dict[str, tuple[int, ...]] | None = None) -> str:
+    """The kernel as text; with `shapes` (GM parameter name -> shape) sizes, offsets and bounds are
+    printed as the numbers they are for those shapes."""
     from compiler import sexpr
 
     names: dict[int, str] = {}
+    values: dict[int, int] = {}
     for p in k.params:
         if p.kind == "gm":
             names[p.slot], names[p.slot + 1] = p.name, f"{p.name}.numel"
             names.update({p.slot + 2 + i: f"{p.name}.shape[{i}]" for i in range(p.rank)})
+            shape = (shapes or {}).get(p.name)
+            if shape is not None and len(shape) == p.rank:
+                values[p.slot + 1] = math.prod(shape)
+                values.update({p.slot + 2 + i: int(n) for i, n in enumerate(shape)})
         elif p.kind == "scalar":
             names[p.slot] = p.name
     sexpr.ARG_NAMES.clear()
     sexpr.ARG_NAMES.update(names)
+    sexpr.ARG_VALUES.clear()
+    sexpr.ARG_VALUES.update(values)
     try:
         return _dump(k, core)
     finally:
         sexpr.ARG_NAMES.clear()
+        sexpr.ARG_VALUES.clear()
 
 
 def _dump(k: Kernel, core: bool) -> str:
@@ -371,9 +420,11 @@ def _dump_body(body: tuple[Stmt, ...], ind: int, out: list[str], core: bool) -> 
             out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{line}")
         elif isinstance(s, Store):
             fix = f" ({s.fix!r})" if s.fix is not None else ""
-            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{fix}{line}")
+            arrow = "+=" if s.atomic else "<-"
+            out.append(f"{pad}{_tag(s, core)}{s.dst!r} {arrow} {s.src!r}{fix}{line}")
         elif isinstance(s, Move):
             extra = (" (transposed)" if s.transpose else "") + (f" ({s.fix!r})" if s.fix is not None else "")
+            extra += f" (rows from {fmt(s.row0)})" if s.row0 is not None else ""
             out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{extra}{line}")
         elif isinstance(s, VOp):
             arg = f" ({s.arg})" if s.arg is not None else ""
@@ -394,12 +445,23 @@ def _dump_body(body: tuple[Stmt, ...], ind: int, out: list[str], core: bool) -> 
             out.append(f"{pad}{verb}({s.src.name}->{s.dst.name}, {fmt(s.event)})")
         elif isinstance(s, Barrier):
             out.append(f"{pad}pipe_barrier(ALL)")
+        elif isinstance(s, LoadScalar):
+            out.append(f"{pad}{'[S] LOAD_GM_S ' if core else ''}{s.var} = {s.src!r}{line}")
+        elif isinstance(s, VIndexed):
+            arg = f" ({s.arg})" if s.arg is not None else ""
+            ext = "x".join(fmt(e) for e in s.dst.ext)
+            out.append(f"{pad}{'[V] ' if core else ''}{s.instr.name.lower()}{arg} {s.dst!r}"
+                       + "".join(f", {b!r}" for b in s.srcs) + f"  : {s.dst.dtype}[{ext}]{line}")
         else:  # pragma: no cover
             out.append(f"{pad}{s!r}")
 
 
 def accesses(s: Stmt) -> list[tuple[Buf, bool]]:
-    """(buffer, is_write) pairs of one non-compound statement."""
+    """(buffer, is_write) pairs of one non-compound statement; a sub-window counts as its root."""
+    return [(b.root, w) for b, w in _accesses(s)]
+
+
+def _accesses(s: Stmt) -> list[tuple[Buf, bool]]:
     if isinstance(s, Load):
         return [(s.dst, True)]
     if isinstance(s, Store):
@@ -408,6 +470,8 @@ def accesses(s: Stmt) -> list[tuple[Buf, bool]]:
         return [(s.src, False), (s.dst, True)]
     if isinstance(s, VOp):
         return [(b, False) for b in s.srcs if isinstance(b, Buf)] + [(s.dst, True)]
+    if isinstance(s, VIndexed):
+        return [(b, False) for b in s.srcs] + [(s.dst, True)]
     if isinstance(s, Mmad):
         return [(s.a, False), (s.b, False), (s.dst, False), (s.dst, True)]
     if isinstance(s, Print):

@@ -6,6 +6,7 @@ its room of `compiler/`.
     lower          frontend/lower.py      AST -> Tile IR: what the kernel computes, on tiles
     split_cores    passes/split.py        the outer tile loop shared out over the cores
     assign_units   passes/units.py        every op bound to a pipe and an instruction
+    chunk_epilogues passes/chunk.py       cube epilogues that do not fit UB stream L0C in row chunks
     place_buffers  passes/place.py        every buffer given a memory, an offset and ping-pong slots
     insert_sync    passes/sync.py         flags between the pipes: Core IR
                    passes/verify.py       each stage's promises, checked after every pass in tests
@@ -19,6 +20,7 @@ its room of `compiler/`.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -36,15 +38,18 @@ if TYPE_CHECKING:
 def stages() -> list[tuple[str, Any]]:
     """The schedule, in order: (name, fn(kernel, cfg) -> kernel). Imported on first compile only:
     a launch served from the cache never loads the compiler's passes."""
+    from compiler.passes.chunk import chunk_epilogues
     from compiler.passes.place import place_buffers
     from compiler.passes.split import split_cores
     from compiler.passes.sync import insert_sync
     from compiler.passes.units import assign_units
+    from compiler.passes.views import place_views
 
     return [
         ("split_cores", lambda k, cfg: split_cores(k)),
         ("assign_units", lambda k, cfg: assign_units(k)),
-        ("place_buffers", place_buffers),
+        ("chunk_epilogues", chunk_epilogues),
+        ("place_buffers", lambda k, cfg: place_views(place_buffers(k, cfg))),  # sub-windows inside their roots
         ("insert_sync", lambda k, cfg: insert_sync(k)),
     ]
 EMITS = ("ast", "tile", "core", "llvm", "asm")
@@ -66,8 +71,9 @@ class Plan:
 
 
 def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg: HwConfig,
-            stop: str | None = None, timings: dict[str, float] | None = None) -> Kernel:
+            stop: str | None = None, timings: dict[str, float] | None = None, hints: bool = True) -> Kernel:
     from compiler.frontend.lower import lower
+    from dsl.errors import KernelError
 
     t = time.perf_counter()
     k = lower(fdef, env, params, options)
@@ -75,11 +81,26 @@ def to_core(fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: di
         timings["lower"] = (time.perf_counter() - t) * 1e3
     if stop == "tile":
         return k
-    for name, fn in stages():
-        t = time.perf_counter()
-        k = fn(k, cfg)
-        if timings is not None:
-            timings[name] = (time.perf_counter() - t) * 1e3
+    try:
+        for name, fn in stages():
+            t = time.perf_counter()
+            k = fn(k, cfg)
+            if timings is not None:
+                timings[name] = (time.perf_counter() - t) * 1e3
+    except KernelError as e:
+        if not hints or e.code != "E301":
+            raise
+        from compiler.passes.budget import refine
+
+        def compiles(const: str, value: int) -> bool:  # the kernel with one Const changed places
+            ps = [dataclasses.replace(p, value=value) if p.kind == "const" and p.name == const else p for p in params]
+            try:
+                to_core(fdef, env, ps, options, cfg, hints=False)
+            except KernelError:
+                return False
+            return True
+
+        raise refine(e, compiles) from None
     return k
 
 
@@ -123,8 +144,10 @@ def compile_kernel(fdef: A.FunctionDef, source: str, env: dict, params: list[Par
     return compiled, cast(Plan, meta)  # the cache holds what build() returned
 
 
-def emit(stage: str, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg: HwConfig) -> str:
-    """Text of one stage, for `vinci compile --emit`."""
+def emit(stage: str, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict, cfg: HwConfig,
+         shapes: dict[str, tuple[int, ...]] | None = None) -> str:
+    """Text of one stage, for `vinci compile --emit`; the tile and core dumps show sizes for `shapes`
+    (GM parameter name -> shape) when given."""
     from compiler.backend.codegen import generate
     from compiler.ir import dump
     from dsl import ast as A
@@ -132,10 +155,10 @@ def emit(stage: str, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], op
     if stage == "ast":
         return A.dump(fdef)
     if stage == "tile":
-        return dump(to_core(fdef, env, params, options, cfg, stop="tile"))
+        return dump(to_core(fdef, env, params, options, cfg, stop="tile"), shapes=shapes)
     k = to_core(fdef, env, params, options, cfg)
     if stage == "core":
-        return dump(k, core=True)
+        return dump(k, core=True, shapes=shapes)
     from compiler.config import CONFIG
 
     text, _, _ = generate(k, f"vinci_{fdef.name}", CONFIG.stream)

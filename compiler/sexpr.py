@@ -91,15 +91,20 @@ def binary(op: str, a: Scalar, b: Scalar) -> SExpr:
         r = _INT_FOLD[op](a.value, b.value)
         if r is not None:
             return SExpr("const", (float(r) if ty == F64 else int(r),), ty)
-    # algebraic identities that keep static sizes static
-    if op == "-" and a.op == "+" and a.args[0] == b:  # (x + c) - x
-        return a.args[1]
-    if op == "-" and a.op == "+" and a.args[1] == b:
-        return a.args[0]
-    if op == "-" and ty == I64:  # ((x + c1) + c2) - x, (x + 5) - (x + 2), ...: a constant difference
-        d = _const_difference(a, b)
-        if d is not None:
-            return const(d)
+    if ty == I64 and (op in ("+", "-") or (op == "*" and (a.is_const or b.is_const))):
+        # integer sums of constant multiples: one affine normal form, whatever the association, so
+        # ((j + 999 * C) + 1) - j is 999 * C + 1 and equal windows compare equal
+        la, lb = _linear(a), _linear(b)
+        assert la is not None and lb is not None  # every i64 expression is linear in its terms
+        if op == "*":
+            (terms, k), f = (lb, int(a.value)) if a.is_const else (la, int(b.value))
+            return _affine({t: f * c for t, c in terms.items()}, f * k)
+        sign = 1 if op == "+" else -1
+        terms = dict(la[0])
+        for t, c in lb[0].items():
+            terms[t] = terms.get(t, 0) + sign * c
+        return _affine(terms, la[1] + sign * lb[1])
+    # identities on floats (not associative: only the exact ones)
     if op == "+" and b.is_const and b.value == 0:
         return a
     if op == "+" and a.is_const and a.value == 0:
@@ -119,7 +124,7 @@ def binary(op: str, a: Scalar, b: Scalar) -> SExpr:
 
 def _linear(e: SExpr) -> tuple[dict[SExpr, int], int] | None:
     """e as sum(coeff * term) + constant over +, -, neg and multiplication by a constant (i64 only),
-    or None if it is not of that form. Terms are the maximal non-linear subexpressions."""
+    or None for f64. Terms are the maximal non-linear subexpressions (variables, shapes, x // 2, ...)."""
     if e.ty != I64:
         return None
     if e.is_const:
@@ -144,18 +149,76 @@ def _linear(e: SExpr) -> tuple[dict[SExpr, int], int] | None:
     return {e: 1}, 0
 
 
-def _const_difference(a: SExpr, b: SExpr) -> int | None:
-    """a - b if it is the same constant for every value of the variables in it (both linear in the
-    same terms, e.g. ((h + c) + 1) - h), else None. Only a few levels deep: sizes, not programs."""
-    la, lb = _linear(a), _linear(b)
-    if la is None or lb is None:
-        return None
-    terms = dict(la[0])
-    for t, c in lb[0].items():
-        terms[t] = terms.get(t, 0) - c
-    if any(terms.values()):
-        return None
-    return la[1] - lb[1]
+_I64_MIN = -(1 << 63)
+
+
+def wrap64(v: int) -> int:
+    """v as a two's-complement i64, the way the generated code computes it."""
+    if _I64_MIN <= v <= -_I64_MIN - 1:
+        return v
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >> 63 else v
+
+
+_LEAF_RANK = {"var": 0, "arg": 1, "core_id": 2, "num_cores": 2}
+
+
+def _key(e: SExpr) -> tuple[int, str]:
+    """Order of terms in the affine normal form: loop variables, then arguments, then the rest,
+    each by structure (never by display names)."""
+    return _LEAF_RANK.get(e.op, 3), _skey(e)
+
+
+def _skey(e: SExpr) -> str:
+    if e.op in ("const", "var"):
+        return f"{e.args[0]!r}:{e.ty}"
+    if e.op == "arg":
+        return f"#{e.args[0]:08d}:{e.ty}"
+    return f"{e.op}({','.join(_skey(a) for a in e.args)})"
+
+
+def _affine(terms: dict[SExpr, int], k: int) -> SExpr:
+    """The normal form of sum(c * t) + k: like terms collected, zero terms dropped, positive terms
+    first, each group in `_key` order, the constant last: `j + C * 999 + 1`, `x - y * 2 - 4`.
+    Coefficients and the constant wrap as i64, as the generated code does."""
+    items = [(t, c) for t, c in ((t, wrap64(c)) for t, c in terms.items()) if c]
+    if len(items) > 1:
+        items.sort(key=lambda tc: (tc[1] < 0 and tc[1] != _I64_MIN, _key(tc[0])))
+    k = wrap64(k)
+
+    def scaled(t: SExpr, c: int) -> SExpr:
+        return t if c == 1 else SExpr("*", (t, SExpr("const", (c,), I64)), I64)
+
+    acc: SExpr | None = None
+    if items and k > 0 and all(c < 0 and c != _I64_MIN for _, c in items):  # 128 - k, not -k + 128
+        acc, k = SExpr("const", (k,), I64), 0
+    for t, c in items:
+        if acc is None:
+            acc = SExpr("neg", (t,), I64) if c == -1 else scaled(t, c)
+        elif c > 0 or c == _I64_MIN:
+            acc = SExpr("+", (acc, scaled(t, c)), I64)
+        else:
+            acc = SExpr("-", (acc, scaled(t, -c)), I64)
+    if acc is None:
+        return SExpr("const", (k,), I64)
+    if k > 0 or k == _I64_MIN:
+        return SExpr("+", (acc, SExpr("const", (k,), I64)), I64)
+    if k < 0:
+        return SExpr("-", (acc, SExpr("const", (-k,), I64)), I64)
+    return acc
+
+
+def normalize(e: SExpr, leaf: Callable[[SExpr], SExpr] | None = None) -> SExpr:
+    """e rebuilt bottom-up through the folding constructors (affine normal form, constants folded);
+    `leaf` may first replace variables and arguments (e.g. shapes by their values)."""
+    if not e.args or e.op in ("const", "var", "arg"):
+        return leaf(e) if leaf is not None else e
+    args = [normalize(a, leaf) for a in e.args]
+    if e.op == "select":
+        return select(args[0], args[1], args[2])
+    if len(args) == 2:
+        return binary(e.op, args[0], args[1])
+    return unary(e.op, args[0])
 
 
 def unary(op: str, a: Scalar) -> SExpr:
@@ -174,6 +237,9 @@ def unary(op: str, a: Scalar) -> SExpr:
             return const(int(v))
         if op in ("exp", "log", "sqrt"):
             return const(getattr(math, op)(v))
+    if op == "neg" and a.ty == I64:
+        terms, k = _linear(a) or ({a: 1}, 0)
+        return _affine({t: -c for t, c in terms.items()}, -k)
     ty = {"i2f": F64, "f2i": I64, "not": I64}.get(op, a.ty)
     if op in ("exp", "log", "sqrt", "rsqrt"):
         a, ty = to_float(a), F64
@@ -231,12 +297,14 @@ def upper_bound(e: SExpr) -> SExpr:
             if x.is_const:
                 return x
         return e
-    if e.op == "-" and e.args[0].op == "min":
-        lo = e.args[1]
-        for x in e.args[0].args:
-            d = binary("-", x, lo)
-            if d.is_const:
-                return d
+    lin = _linear(e)
+    for t, c in (lin[0] if lin is not None else {}).items():
+        if c == 1 and t.op == "min":  # e = min(x, y) + rest <= x + rest, constant for some x
+            rest = binary("-", e, t)
+            for x in t.args:
+                d = binary("+", x, rest)
+                if d.is_const:
+                    return d
     return e
 
 
@@ -252,9 +320,22 @@ def free_vars(e: SExpr) -> set[str]:
 
 #: argument word -> readable name ("x.shape[0]"), set while dumping a kernel
 ARG_NAMES: dict[int, str] = {}
+#: argument word -> value (shapes of the example arguments), set while dumping a kernel for them
+ARG_VALUES: dict[int, int] = {}
 
 
 def fmt(e: SExpr) -> str:
+    """Readable text of e; while a dump has ARG_VALUES, with those arguments replaced and folded."""
+    if ARG_VALUES:
+        e = normalize(e, lambda x: const(ARG_VALUES[x.args[0]]) if x.op == "arg" and x.args[0] in ARG_VALUES else x)
+    return _fmt(e)
+
+
+def _size(e: SExpr) -> int:
+    return 1 + sum(_size(a) for a in e.args if isinstance(a, SExpr))
+
+
+def _fmt(e: SExpr) -> str:
     if e.op == "const":
         return repr(e.args[0])
     if e.op == "var":
@@ -264,10 +345,16 @@ def fmt(e: SExpr) -> str:
     if e.op in ("core_id", "num_cores"):
         return e.op + "()"
     if e.op == "select":
-        return f"({fmt(e.args[1])} if {fmt(e.args[0])} else {fmt(e.args[2])})"
-    if len(e.args) == 2 and e.op == "//" and e.args[0].op == "-" and e.args[0].args[1] == const(1) \
-            and e.args[0].args[0].op == "+" and e.args[0].args[0].args[1] == e.args[1]:
-        return f"cdiv({fmt(e.args[0].args[0].args[0])}, {fmt(e.args[1])})"  # ceil((a + b - 1) // b)
+        return f"({_fmt(e.args[1])} if {_fmt(e.args[0])} else {_fmt(e.args[2])})"
+    if e.op == "//" and e.ty == I64:  # (a + b - 1) // b is ceil(a / b)
+        num, d = e.args
+        a = binary("+", binary("-", num, d), 1)
+        lin = _linear(num)
+        folded = d.is_const and d.value > 1 and lin is not None and lin[0] and lin[1] >= d.value - 1
+        if folded or _size(a) < _size(num):
+            return f"cdiv({_fmt(a)}, {_fmt(d)})"
+    if e.op == "neg":
+        return f"-{_fmt(e.args[0])}"
     if len(e.args) == 2 and e.op not in ("min", "max"):
-        return f"({fmt(e.args[0])} {e.op} {fmt(e.args[1])})"
-    return f"{e.op}({', '.join(fmt(a) for a in e.args)})"
+        return f"({_fmt(e.args[0])} {e.op} {_fmt(e.args[1])})"
+    return f"{e.op}({', '.join(_fmt(a) for a in e.args)})"

@@ -29,6 +29,7 @@ SPECS: dict[str, tuple[tuple[str, ...], dict[str, object], str]] = {
     "num_cores": ((), {}, "number of cores of the launch (block_dim)"),
     "alloc": (("mem", "shape", "dtype"), {"buffers": None, "offset": None}, "an explicit buffer in a memory"),
     "copy": (("dst", "src"), {}, "explicit DMA / move between GM regions and buffers"),
+    "atomic_add": (("dst", "src"), {}, "GM window += tile, atomically across cores (UB on MTE3, L0C on FIX)"),
     "print": ((), {}, "print scalars and tiles (from every core, prefixed by the core id)"),
     "zeros": (("shape", "dtype"), {"mem": None}, "a tile of zeros"),
     "full": (("shape", "value", "dtype"), {"mem": None}, "a tile filled with a value"),
@@ -41,6 +42,14 @@ SPECS: dict[str, tuple[tuple[str, ...], dict[str, object], str]] = {
     "minimum": (("x", "y"), {}, "elementwise minimum"),
     "matmul": (("a", "b"), {}, "a @ b on the cube unit"),
     "pow": (("x", "y"), {}, "x ** y elementwise (C powf semantics; y a tile or a scalar)"),
+    "arange": (("n",), {"dtype": None}, "the 1-D tile 0, 1, ..., n-1 (i32 unless dtype=f32)"),
+    "gather": (("x", "index"), {"axis": None},
+               "as torch.gather: out[r, c] = x[r, index[r, c]] (axis=1) or x[index[r, c], c] (axis=0)"),
+    "transpose": (("x",), {}, "the transpose of a 2-D tile or GM window (same as x.T), on the vector unit"),
+    "rand": (("shape", "seed", "offset"), {"stride": None},
+             "uniform f32 in [0, 1): element (r, c) is Philox 4x32-10 draw number offset + r * stride + c of seed"),
+    "randint": (("shape", "seed", "offset"), {"stride": None},
+                "raw 32-bit Philox 4x32-10 words as i32, numbered as in dsl.rand"),
 }
 UNARY = {
     "exp": "e**x", "log": "natural log", "sqrt": "square root", "rsqrt": "1/sqrt(x)", "abs": "absolute value",

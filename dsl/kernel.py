@@ -271,14 +271,16 @@ class Kernel:
             return compiled, plan
 
     def emit(self, stage: str, *args: Any, config: str | None = None, **kwargs: Any) -> str:
-        """Text of one compiler stage (ast, tile, core, llvm, asm) for these example arguments."""
+        """Text of one compiler stage (ast, tile, core, llvm, asm) for these example arguments (the
+        tile and core dumps print sizes for their shapes)."""
         from compiler import CONFIG, emit
         from simulator.config import load_config
 
         try:
             values, infos = self.bind(args, kwargs)
             params, _ = self.params_for(values, infos)
-            return emit(stage, self.fdef, self.env, params, self.options, load_config(config or CONFIG.hw))
+            shapes = {d.name: tuple(i.shape) for d, i in zip(self.decls, infos) if i is not None}
+            return emit(stage, self.fdef, self.env, params, self.options, load_config(config or CONFIG.hw), shapes)
         except KernelError as e:
             raise _strip(e) from None
 

@@ -84,8 +84,8 @@ class DmaRates:
     UB_UB: int
 
     def rate(self, instr: Instr) -> int:
-        """The route rate of a `COPY_*` instruction."""
-        return int(getattr(self, instr.name.removeprefix("COPY_")))
+        """The route rate of a `COPY_*` instruction (an atomic copy moves at its route's rate)."""
+        return int(getattr(self, instr.name.removeprefix("COPY_").removesuffix("_ATOMIC")))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ FLAG       SET_FLAG: pipe = producer pipe, a = consumer pipe, b = event id.
 BARRIER    pipe = Pipe.ALL; every pipe waits until every earlier instruction is done.
 DMA        a = bytes per burst (row), b = bursts (rows), c = GM argument index or -1,
            d = byte offset in that GM tensor of the first burst, e = GM stride between bursts.
+           The `*_ATOMIC` copies add into GM instead of overwriting it (cost: see `ATOMIC`).
 VECTOR     a = elements, b = bytes per element of the widest operand, c = rows.
 CUBE       a = m, b = n, c = k, d = CubeType.
 SCALAR     a = count of scalar operations (loop bookkeeping, prints).
@@ -84,6 +85,9 @@ class Instr(enum.IntEnum):
     COPY_L0C_UB = 18
     COPY_L0C_L1 = 19
     COPY_UB_UB = 20
+    # atomic accumulation into GM (SetAtomicAdd + DataCopy / Fixpipe): GM += the data, per element
+    COPY_UB_GM_ATOMIC = 21
+    COPY_L0C_GM_ATOMIC = 22
     # vector
     VADD = 40
     VSUB = 41
@@ -124,11 +128,17 @@ class Instr(enum.IntEnum):
     VCOS = 76
     VSOFTPLUS = 77
     VGELU_TANH = 78
+    VRAND = 82  # dsl.rand: Philox 4x32-10 uniform f32 in [0, 1) (cost: see RNG below)
+    VRANDINT = 83  # dsl.randint: Philox 4x32-10 raw 32-bit words
+    VTRANSPOSE = 86  # 2-D tile transpose in 16 x 16 blocks of 16-bit lanes (cost: TRANSPOSE_BLOCK)
+    VGATHER = 84  # dsl.gather: dst[j] = src[index[j]] within UB (Ascend's Gather; cost: see below)
+    VARANGE = 85  # dsl.arange: dst[j] = j (Ascend's CreateVecIndex)
     # cube
     MMAD = 90
     # scalar
     SCALAR = 100
     PRINT = 101
+    LOAD_GM_S = 104  # one GM element into a scalar register (GlobalTensor::GetValue; a GM read on S)
 
 
 #: instr -> (kind, pipe). Pipe.ALL for the barrier; flags carry their pipe in the event.
@@ -147,9 +157,14 @@ INFO: dict[Instr, tuple[Kind, Pipe]] = {
     Instr.COPY_L0C_UB: (Kind.DMA, Pipe.FIX),
     Instr.COPY_L0C_L1: (Kind.DMA, Pipe.FIX),
     Instr.COPY_UB_UB: (Kind.DMA, Pipe.V),
+    Instr.COPY_UB_GM_ATOMIC: (Kind.DMA, Pipe.MTE3),
+    Instr.COPY_L0C_GM_ATOMIC: (Kind.DMA, Pipe.FIX),
     Instr.MMAD: (Kind.CUBE, Pipe.M),
     Instr.SCALAR: (Kind.SCALAR, Pipe.S),
     Instr.PRINT: (Kind.SCALAR, Pipe.S),
+    # a DMA-like record (a = element bytes, b = 1, c = GM argument, d = byte offset) timed as a GM
+    # read of one block through the L2 on the scalar unit, which waits for it (timing.py)
+    Instr.LOAD_GM_S: (Kind.DMA, Pipe.S),
 }
 for _i in Instr:
     if 40 <= _i < 90:
@@ -168,7 +183,18 @@ ROUTE: dict[Instr, tuple[Mem, Mem]] = {
     Instr.COPY_L0C_UB: (Mem.L0C, Mem.UB),
     Instr.COPY_L0C_L1: (Mem.L0C, Mem.L1),
     Instr.COPY_UB_UB: (Mem.UB, Mem.UB),
+    Instr.COPY_UB_GM_ATOMIC: (Mem.UB, Mem.GM),
+    Instr.COPY_L0C_GM_ATOMIC: (Mem.L0C, Mem.GM),
 }
+
+#: plain GM write -> its atomic-add form (same route, same pipe, same rate).
+#: Cost (simulator/timing.py): the add happens in the L2, which must read every destination line
+#: before it writes the sum back, so an atomic DMA costs the plain write PLUS a GM read of its
+#: window: ``ceil(hit / l2.read + miss / hbm) + ceil(bytes / min(route, l2.write))`` cycles of work
+#: (lines not resident in L2 come from HBM first). On the 910B1 numbers a 4 KiB f32 row from UB
+#: that hits L2 takes 38 + 64 = 102 cycles of work instead of 64 (1.6x); one that misses 128 + 64 (3x).
+#: Contention between cores adding into the same lines is not modelled (nor is any other).
+ATOMIC: dict[Instr, Instr] = {Instr.COPY_UB_GM: Instr.COPY_UB_GM_ATOMIC, Instr.COPY_L0C_GM: Instr.COPY_L0C_GM_ATOMIC}
 
 #: Vector cycles per 256-byte repeat, relative to a simple add (composite ops cost more).
 VECTOR_REPEAT_COST: dict[Instr, int] = {i: 1 for i in Instr if INFO[i][0] == Kind.VECTOR}
@@ -179,6 +205,28 @@ VECTOR_REPEAT_COST.update({
     Instr.VREDUCE_SUM: 2, Instr.VREDUCE_MAX: 2, Instr.VREDUCE_MIN: 2, Instr.VMOD: 2,
     Instr.VFLOORDIV: 2,
 })
+#: RNG: a Philox 4x32-10 block (4 values) is 10 rounds of 2 32x32->64 multiplies (2 lane ops each:
+#: low and high halves) and 4 xors = 80 lane ops, + 2 for its counter (the key schedule is the same
+#: for every lane: scalar) = 20.5 lane ops per 32-bit value, + 1 to put the 4 words of a block in
+#: order. A 256-byte repeat is 64 such lanes: 22 repeat-cycles of VRANDINT; VRAND adds 3 per value
+#: (shift, int -> float, scale): 25. (Both round up.)
+VECTOR_REPEAT_COST.update({Instr.VRANDINT: 22, Instr.VRAND: 25})
+#: VGATHER (Ascend's vgather: 64 b32 or 128 b16 elements per repeat, each from its own UB address
+#: given by a 32-bit offset) reads every element from an arbitrary 32-byte block, where an
+#: elementwise repeat reads 8 consecutive blocks at once: 8 repeat-cycles per 256 bytes of
+#: output. Its record's b is the widest of the element and the 4-byte offset. VARANGE
+#: (CreateVecIndex) writes its lanes like a VDUP: 1.
+VECTOR_REPEAT_COST.update({Instr.VGATHER: 8, Instr.VARANGE: 1})
+
+#: VTRANSPOSE (Ascend's Transpose / TransDataTo5HD) works on blocks of 16 rows x 16 lanes of 16 bits
+#: (512 bytes: two 256-byte repeats). An R x C tile of b-byte elements (event a = R * C, b, c = R)
+#: costs ``ceil(R / 16) * ceil(C * max(b, 2) / 32)`` blocks of TRANSPOSE_REPEATS repeats each:
+#: 2-byte data (f16, bf16) 16 x 16 elements per block, the unit's own case; 4-byte data (f32, i32)
+#: 16 x 8 per block, each element two 16-bit lanes moving together (the b32 mode), the same bytes
+#: per block; 1-byte data (i8, bool) 16 x 16 per block, half the bytes, since there are no 8-bit
+#: lanes: each byte takes a 16-bit lane (the b8 mode writes half blocks, two passes per block).
+TRANSPOSE_BLOCK = (16, 32)  # rows x bytes of one block, elements narrower than 2 bytes widened to 2
+TRANSPOSE_REPEATS = 2  # 256-byte repeats per 512-byte block
 
 #: One profiling record. The compiled kernel writes these as 8 x int64, in this field order.
 EVENT_FIELDS = ("instr", "pipe", "loc", "a", "b", "c", "d", "e")

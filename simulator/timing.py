@@ -31,10 +31,15 @@ Costs (cycles; "work" is the cost without the fixed start-up)
              GM reads (COPY_GM_*): bytes in 128-byte lines resident in L2 move at
              ``min(route, l2.read)``, the rest at ``min(route, hbm)`` and become resident.
              GM writes (COPY_*_GM): ``ceil(bytes / min(route, l2.write))``; the lines become
-             resident (write-back L2; HBM write traffic is not modelled).
+             resident (write-back L2; HBM write traffic is not modelled). Atomic adds
+             (COPY_*_GM_ATOMIC) also pay the L2's read of the destination lines first:
+             ``+ ceil(hit / l2.read + miss / hbm)`` (see `isa.ATOMIC`).
+             LOAD_GM_S (a scalar read of one GM element) is such a GM read of one block at
+             the GM -> UB route's rate, run on S: the issue waits for it, as for any S work.
     VECTOR   ``overhead.vector + repeats * VECTOR_REPEAT_COST[instr]``, repeats =
              ``ceil(a * b / bytes_per_repeat)`` (a elements of b bytes). If c (rows) > 1,
              every row starts a fresh repeat: ``c * ceil(ceil(a / c) * b / bytes_per_repeat)``.
+             VTRANSPOSE: whole blocks of 16 rows x 32 bytes, 2 repeats each (`isa.TRANSPOSE_BLOCK`).
     CUBE     ``overhead.cube + ceil(m/m0) * ceil(n/n0) * ceil(k/k0)`` with [m0, k0, n0] from
              the config's [cube] table for the CubeType in d (the config is the only source of
              the cube rates: f16 (also bf16), i8 and f32 each have their own).
@@ -87,11 +92,14 @@ import numpy as np
 
 from simulator.config import HwConfig
 from simulator.isa import (
+    ATOMIC,
     EVENT_DTYPE,
     EVENT_WORDS,
     INFO,
     PIPES,
     ROUTE,
+    TRANSPOSE_BLOCK,
+    TRANSPOSE_REPEATS,
     VECTOR_REPEAT_COST,
     CubeType,
     Instr,
@@ -114,6 +122,7 @@ _PIPE = np.zeros(_TABLE, dtype=np.int64)
 _VREP = np.zeros(_TABLE, dtype=np.int64)
 _GM_READ = np.zeros(_TABLE, dtype=bool)
 _GM_WRITE = np.zeros(_TABLE, dtype=bool)
+_GM_ATOMIC = np.zeros(_TABLE, dtype=bool)  # read-modify-write in the L2 (isa.ATOMIC)
 for _i, (_k, _p) in INFO.items():
     _KIND[_i] = _k
     _PIPE[_i] = _p
@@ -122,6 +131,8 @@ for _i, _c in VECTOR_REPEAT_COST.items():
 for _i, (_src, _dst) in ROUTE.items():
     _GM_READ[_i] = _src == Mem.GM
     _GM_WRITE[_i] = _dst == Mem.GM
+    _GM_ATOMIC[_i] = _i in ATOMIC.values()
+_GM_READ[Instr.LOAD_GM_S] = True  # a scalar read of GM: one block through the L2, on S
 
 
 class SyncError(RuntimeError):
@@ -333,6 +344,7 @@ class _Core:
         rate = np.ones(_TABLE, dtype=np.int64)
         for r in ROUTE:
             rate[r] = cfg.dma.rate(r)
+        rate[Instr.LOAD_GM_S] = cfg.dma.GM_UB  # the GM read port (then bounded by L2 / HBM)
         block = cfg.alignment
         burst = _ceil_div(np.maximum(field("a", sel), 0), block) * block
         bursts = np.maximum(field("b", sel), 0)
@@ -344,13 +356,20 @@ class _Core:
         self.gm = dict(zip(gm_idx.tolist(), zip(
             field("c", gm_idx).tolist(), field("d", gm_idx).tolist(), burst[gm].tolist(),
             bursts[gm].tolist(), field("e", gm_idx).tolist(), rate[instr[gm_idx]].tolist(),
-            _GM_READ[instr[gm_idx]].tolist())))
+            _GM_READ[instr[gm_idx]].tolist(), _GM_ATOMIC[instr[gm_idx]].tolist())))
 
         # VECTOR: repeats of bytes_per_repeat, each row starting a fresh repeat
         sel = np.flatnonzero(kind == Kind.VECTOR)
         rows = np.maximum(field("c", sel), 1)
         per_row = _ceil_div(np.maximum(field("a", sel), 0), rows) * np.maximum(field("b", sel), 0)
         w = rows * _ceil_div(per_row, cfg.vector_bytes_per_repeat) * _VREP[instr[sel]]
+        tr = instr[sel] == Instr.VTRANSPOSE  # whole 16-row x 32-byte blocks (isa.TRANSPOSE_BLOCK)
+        if tr.any():
+            br, bb = TRANSPOSE_BLOCK
+            cols = _ceil_div(np.maximum(field("a", sel[tr]), 0), rows[tr])
+            lane = np.maximum(field("b", sel[tr]), 2)
+            w[tr] = (_ceil_div(rows[tr], br) * _ceil_div(cols * lane, bb) * TRANSPOSE_REPEATS
+                     * _VREP[Instr.VTRANSPOSE])
         work[sel] = w
         cost[sel] = w + oh.vector
 
@@ -528,7 +547,7 @@ class _Core:
                 free[p] = e
                 starts[i] = s
                 ends[i] = e
-                t += ic
+                t = e if p == Pipe.S and e > t + ic else t + ic  # the scalar unit waits for its own read
         self.i, self.t = self.n, t
         return None
 
@@ -539,12 +558,13 @@ class _Core:
         self.free[self.pipe[i]] = e
         self.starts[i] = s
         self.ends[i] = e
-        self.t += self.issue
+        t = self.t + self.issue
+        self.t = e if self.pipe[i] == Pipe.S and e > t else t  # the scalar unit waits for its own read
         self.i = i + 1
 
     def _gm_cost(self, i: int, l2: L2Model) -> int:
         """Cycles of GM DMA `i` (start-up included) given the L2 state; updates the L2."""
-        arg, offset, burst, count, stride, route, is_read = self.gm[i]
+        arg, offset, burst, count, stride, route, is_read, atomic = self.gm[i]
         total = burst * count
         hit = l2.touch(arg, offset, burst, count, stride)
         if is_read:
@@ -557,6 +577,11 @@ class _Core:
         else:
             work = -(-total // min(route, self.l2_write))
             self.gm_written += total
+            if atomic:  # the L2 reads each destination line (from HBM if not resident) before adding
+                miss = total - hit
+                work += -(-(hit * self.hbm + miss * self.l2_read) // (self.l2_read * self.hbm))
+                self.l2_hit += hit
+                self.l2_miss += miss
         self.work_gm[i] = work
         c = self.cost[i] = self.dma_startup + work
         return c

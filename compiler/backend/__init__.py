@@ -5,8 +5,11 @@
                        they share (folded i64 arithmetic, masks, loops with carried values)
     codegen_vector.py  the UB side: DMA (bounds-checked), moves through UB, vector instructions
     codegen_elem.py    one element of each vector instruction; reductions
+    codegen_transpose.py  VTRANSPOSE: 2-D tiles transposed in register blocks (shufflevector)
     codegen_stream.py  a window's loads, vector instructions and store fused into one pass
     codegen_cube.py    the cube's statements: Mmad, moves in and out of L1 / L0, forwarding
+    codegen_atomic.py  atomic stores (dsl.atomic_add): one lock-prefixed add per element
+    codegen_gather.py  scalar reads of GM (LoadScalar) and VARANGE / VGATHER (every index checked first)
     cube.py            native code for the cube: ND <-> NZ layouts, Mmad, Fixpipe (`host_isa`)
     cube_micro.py      the Mmad micro-kernel, generated for the target's vector ISA
     cube_amx.py        Mmad on AMX tiles (bf16)

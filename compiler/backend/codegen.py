@@ -10,12 +10,31 @@ trace of issued instructions is written only when the launch asked for a profile
 from __future__ import annotations
 
 from compiler import sexpr as S
+from compiler.backend.codegen_atomic import gen_atomic
 from compiler.backend.codegen_cube import forwarding, gen_cube_mmad
 from compiler.backend.codegen_elem import i64_of
+from compiler.backend.codegen_gather import gen_indexed, gen_load_scalar
 from compiler.backend.codegen_stream import Streams, gen_member
 from compiler.backend.codegen_vector import gen_dma, gen_move, gen_vop
 from compiler.backend.gen import LL, CheckInfo, Gen
-from compiler.ir import Barrier, Check, Flag, For, If, Kernel, Load, Mmad, Move, Print, SetVar, Stmt, Store, VOp
+from compiler.ir import (
+    Barrier,
+    Check,
+    Flag,
+    For,
+    If,
+    Kernel,
+    Load,
+    LoadScalar,
+    Mmad,
+    Move,
+    Print,
+    SetVar,
+    Stmt,
+    Store,
+    VIndexed,
+    VOp,
+)
 from compiler.sexpr import F64, SExpr
 from simulator import abi
 from simulator.isa import Instr, Pipe
@@ -62,6 +81,8 @@ def gen_stmt(g: Gen, s: Stmt) -> None:
     elif isinstance(s, Load):
         assert s.instr is not None, "units are assigned by the schedule"
         gen_dma(g, s.instr, s.src, s.dst, True, s.loc)
+    elif isinstance(s, Store) and s.atomic:
+        gen_atomic(g, s)
     elif isinstance(s, Store):
         assert s.instr is not None, "units are assigned by the schedule"
         gen_dma(g, s.instr, s.dst, s.src, False, s.loc, s.fix)
@@ -69,6 +90,10 @@ def gen_stmt(g: Gen, s: Stmt) -> None:
         gen_move(g, s)
     elif isinstance(s, VOp):
         gen_vop(g, s)
+    elif isinstance(s, LoadScalar):
+        gen_load_scalar(g, s)
+    elif isinstance(s, VIndexed):
+        gen_indexed(g, s)
     elif isinstance(s, Print):
         gen_print(g, s)
     elif isinstance(s, Mmad):
@@ -88,6 +113,8 @@ def _assigned(body: tuple[Stmt, ...]) -> set[str]:
     for x in body:
         if isinstance(x, SetVar):
             out.add(x.name)
+        elif isinstance(x, LoadScalar):
+            out.add(x.var)
         elif isinstance(x, For):
             out |= {x.var, x.it} | _assigned(x.body)
         elif isinstance(x, If):
@@ -205,7 +232,9 @@ def generate(k: Kernel, sym: str, stream: bool = True) -> tuple[str, list[CheckI
     g.forward = forwarding(k.body)
     g.streams = Streams(k) if stream else None
     gen_body(g, k.body)
-    head = [f"define internal i32 @{sym}_core(ptr noalias %args, ptr noalias %ctx) #0 {{", "entry:"]
+    # %alone: this call runs every core of the launch (no other host thread does): atomic stores
+    # may then use plain, vectorisable adds (codegen_atomic)
+    head = [f"define internal i32 @{sym}_core(ptr noalias %args, ptr noalias %ctx, i1 %alone) #0 {{", "entry:"]
     pro: list[str] = []
 
     def p(line: str) -> None:
@@ -245,6 +274,11 @@ def generate(k: Kernel, sym: str, stream: bool = True) -> tuple[str, list[CheckI
     launcher = f"""
 define i32 @{sym}(ptr %args, ptr %ctxs, i64 %c0, i64 %c1) {{
 entry:
+  %ncp = getelementptr i64, ptr %ctxs, i64 {abi.NUM_CORES}
+  %nc = load i64, ptr %ncp, align 8
+  %all = icmp eq i64 %c1, %nc
+  %from0 = icmp eq i64 %c0, 0
+  %alone = and i1 %all, %from0
   br label %head
 head:
   %c = phi i64 [%c0, %entry], [%cn, %next]
@@ -253,7 +287,7 @@ head:
 run:
   %off = mul i64 %c, {abi.CTX_WORDS}
   %ctx = getelementptr i64, ptr %ctxs, i64 %off
-  %r = call i32 @{sym}_core(ptr %args, ptr %ctx)
+  %r = call i32 @{sym}_core(ptr %args, ptr %ctx, i1 %alone)
   %bad = icmp ne i32 %r, 0
   br i1 %bad, label %fail, label %next
 next:

@@ -8,6 +8,7 @@ from compiler.backend import cube
 from compiler.backend.codegen_elem import i64_of, scalar_as
 from compiler.ir import CUBE_TYPE, Buf, Check, Flag, For, If, Load, Mmad, Move, Stmt, accesses
 from compiler.passes.place import fractal_pad
+from compiler.passes.views import rows_pad
 from dsl.types import Mem, f32
 from simulator import abi
 from simulator.isa import INFO, Instr, Pipe
@@ -37,6 +38,9 @@ def gen_cube_move(g: Gen, s: Move) -> None:
     assert s.instr is not None, "units are assigned by the schedule"
     if src.mem == Mem.L0C:
         rows, cols = i64_of(g, src.ext[0]), i64_of(g, src.ext[1])
+        if s.row0 is not None:  # a chunk of rows: row r of NZ column block j is at (j * m_pad + r) * 16 elements
+            rows = i64_of(g, d.ext[0])
+            sp = g.op(f"getelementptr i8, ptr {sp}, i64 {g.op(f'mul i64 {i64_of(g, s.row0)}, {16 * src.dtype.itemsize}')}")
         g.event(s.instr, INFO[s.instr][1], s.loc, g.op(f"mul i64 {cols}, {d.dtype.itemsize}"), rows, -1, 0, 0)
         fix = s.fix
         assert fix is not None, "a move out of L0C without a FIX conversion"
@@ -49,10 +53,12 @@ def gen_cube_move(g: Gen, s: Move) -> None:
     if g.forward.get(src.id) is s:
         return  # the load that filled `src` already wrote `d` (forwarding)
     r, c = i64_of(g, d.ext[0]), i64_of(g, d.ext[1])
+    # a sub-window of an L1 panel keeps its root's column-block stride (passes/views.py)
+    srp = i64_of(g, rows_pad(src)) if src.parent is not None else None
     if d.mem == Mem.L0A:
-        cube.gen_l1_to_l0a(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose)
+        cube.gen_l1_to_l0a(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose, srp)
     else:
-        cube.gen_l1_to_l0b(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose)
+        cube.gen_l1_to_l0b(g, dp, sp, r, c, rp, cp, d.dtype, s.transpose, srp)
 
 
 def forwarding(body: tuple[Stmt, ...]) -> dict[int, Move]:

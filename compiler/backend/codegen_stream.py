@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from compiler import sexpr as S
 from compiler.backend.codegen_elem import elem_op, ety, i64_of, load_elem, scalar_as, store_elem
 from compiler.backend.codegen_vector import (
     STREAM_BYTES,
@@ -49,9 +50,11 @@ from compiler.backend.codegen_vector import (
     vop_event,
 )
 from compiler.backend.convert import round_to
+from compiler.extents import dyn_broadcasts
 from compiler.ir import REDUCE, Barrier, Buf, Check, Flag, For, If, Kernel, Load, Stmt, Store, VOp, accesses, broadcasts
 from compiler.sexpr import SExpr
 from dsl.types import Mem
+from simulator.isa import Instr
 
 if TYPE_CHECKING:
     from compiler.backend.gen import Gen
@@ -108,9 +111,10 @@ def candidate(s: Stmt) -> bool:
                 and s.src.dtype == s.dst.dtype)
     if isinstance(s, Store):
         return (s.instr is not None and s.src.mem == Mem.UB and s.dst.step is None and s.fix is None
-                and s.dst.dtype == s.src.dtype)
+                and s.dst.dtype == s.src.dtype and not s.atomic)
     if isinstance(s, VOp):
-        return (s.instr not in REDUCE and s.dst.mem == Mem.UB
+        return (s.instr not in REDUCE and s.instr not in (Instr.VTRANSPOSE, Instr.VRAND, Instr.VRANDINT)
+                and s.dst.mem == Mem.UB
                 and all(b.mem == Mem.UB for b in s.srcs if isinstance(b, Buf)))
     return False
 
@@ -138,7 +142,7 @@ def plan_body(body: tuple[Stmt, ...], use: dict[int, list[int]]) -> list[Group]:
             m: Member = s
             sb = _shape_buf(m)
             outs = [b.id for b, w in accesses(m) if w]
-            if (sb.cap == cur.cap and sb.ext == cur.ext and not any(o in external for o in outs)
+            if (_same_shape(sb, cur) and not any(o in external for o in outs)
                     and all(b.id in written or b.id not in outs for b in _reads(m))):
                 cur.index.append(i)
                 cur.stmts.append(m)
@@ -254,10 +258,33 @@ def gen_member(g: Gen, grp: Group, i: int, s: Member) -> None:
     g.block(done)
 
 
+def _same_shape(b: Buf, grp: Group) -> bool:
+    """Whether `b` may be a member's shape in `grp`: the group's capacity and extent, or (a runtime
+    broadcast, `compiler.extents`) extents that `_fusable` compares at run time, with a static 1
+    in the same dimensions (so static broadcasts read the same way)."""
+    if b.cap == grp.cap and b.ext == grp.ext:
+        return True
+    one = S.const(1)
+    return all((b.cap[d] == one) == (grp.cap[d] == one) for d in (0, 1))
+
+
 def _fusable(g: Gen, grp: Group) -> str:
     """i1: the one-pass form computes exactly what the members do one after another."""
     rows, cols = (i64_of(g, e) for e in grp.ext)
     conds = []
+    for m in grp.stmts:  # members whose extent is only equal at run time; no runtime broadcast taken
+        sb = _shape_buf(m)
+        if sb.ext != grp.ext and not isinstance(m, Load):  # (a load's window is compared below)
+            conds.append(g.op(f"icmp eq i64 {i64_of(g, sb.ext[0])}, {rows}"))
+            conds.append(g.op(f"icmp eq i64 {i64_of(g, sb.ext[1])}, {cols}"))
+        if not isinstance(m, VOp):
+            continue
+        for x in m.srcs:
+            if not isinstance(x, Buf):
+                continue
+            for d, dyn in enumerate(dyn_broadcasts(x, m.dst)):
+                if dyn:  # read element by element: its extent must be the destination's
+                    conds.append(g.op(f"icmp eq i64 {i64_of(g, x.ext[d])}, {i64_of(g, m.dst.ext[d])}"))
     for w in grp.windows.values():  # every window is the extent: no stale UB elements are moved
         conds.append(g.op(f"icmp eq i64 {w.rows}, {rows}"))
         conds.append(g.op(f"icmp eq i64 {w.cols}, {cols}"))

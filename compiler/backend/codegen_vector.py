@@ -14,8 +14,13 @@ from typing import TYPE_CHECKING, Any
 from compiler.backend import cube
 from compiler.backend.codegen_cube import gen_cube_move
 from compiler.backend.codegen_elem import elem_op, ety, gen_reduce, i64_of, load_elem, scalar_as, store_elem
-from compiler.ir import REDUCE, Buf, Fix, GMRef, Move, VOp, broadcasts
+from compiler.backend.codegen_rng import gen_rng
+from compiler.backend.codegen_transpose import gen_transpose
+from compiler.backend.gen import _round
+from compiler.extents import dyn_broadcasts
+from compiler.ir import REDUCE, RNG, Buf, Fix, GMRef, Move, VOp, broadcasts
 from compiler.passes.place import fractal_pad
+from compiler.passes.views import rows_pad
 from dsl.errors import SourceLoc
 from dsl.types import DType, Mem, f32
 from simulator.isa import INFO, Instr, Pipe
@@ -96,6 +101,10 @@ def dma_data(g: Gen, w: Window, fix: Fix | None = None) -> None:
             dp, _ = g.buf_ptr(mv.dst)
             drp, dcp = (i64_of(g, e) for e in fractal_pad(mv.dst))
             cube.gen_nd2l0(g, dp, gp, rows, cols, stride, drp, dcp, buf.dtype, mv.dst.mem == Mem.L0A)
+        elif is_load and buf.parent is not None:  # GM -> a sub-window of an L1 panel (passes/views.py)
+            p = max(16, 32 // buf.dtype.itemsize)
+            cube.gen_nd2nz(g, bptr, gp, rows, cols, stride, i64_of(g, rows_pad(buf)), _round(g, cols, p),
+                           buf.dtype, _round(g, rows, p))
         elif is_load:  # GM -> L1, ND -> NZ
             cube.gen_nd2nz(g, bptr, gp, rows, cols, stride, rp, cp, buf.dtype)
         else:  # L0C -> GM on the FIX pipe
@@ -258,6 +267,12 @@ def gen_vop(g: Gen, s: VOp) -> None:
     if s.instr in REDUCE:
         gen_reduce(g, s)
         return
+    if s.instr == Instr.VTRANSPOSE:
+        gen_transpose(g, s)
+        return
+    if s.instr in RNG:
+        gen_rng(g, s)
+        return
     vop_event(g, s)
     vop_data(g, s)
 
@@ -281,16 +296,57 @@ def scalar_type(s: VOp, d: DType) -> DType:
 
 
 def vop_data(g: Gen, s: VOp) -> None:
-    """One elementwise instruction over its destination's extent, sources broadcast by capacity."""
+    """One elementwise instruction over its destination's extent, sources broadcast by capacity, and
+    (`compiler.extents.dyn_broadcasts`) by their runtime extents: a source whose runtime extent may be
+    1 reads row 0 when its rows are 1 (a select per row), and the column loop comes in one version per
+    combination of such sources whose columns are 1 at run time, picked once per instruction (the
+    version where none is: the plain loop)."""
+    d = s.dst
+    dyn = [dyn_broadcasts(x, d) if isinstance(x, Buf) else (False, False) for x in s.srcs]
+    if not any(r or c for r, c in dyn):
+        _vop_loops(g, s, {}, frozenset())
+        return
+    rows, cols = i64_of(g, d.ext[0]), i64_of(g, d.ext[1])
+
+    def flag(x: Buf, i: int, n: str) -> str:  # its extent is 1 where the destination's is not
+        one = g.op(f"icmp eq i64 {i64_of(g, x.ext[i])}, 1")
+        return g.op(f"and i1 {one}, {g.op(f'icmp ne i64 {n}, 1')}")
+
+    rowflags = {j: flag(x, 0, rows) for j, x in enumerate(s.srcs) if isinstance(x, Buf) and dyn[j][0]}
+    colflags = [(j, flag(x, 1, cols)) for j, x in enumerate(s.srcs) if isinstance(x, Buf) and dyn[j][1]]
+    if not colflags:
+        _vop_loops(g, s, rowflags, frozenset())
+        return
+    which = "0"
+    for bit, (_, f) in enumerate(colflags):
+        wide = g.op(f"zext i1 {f} to i64")
+        which = g.op(f"or i64 {which}, {g.op(f'shl i64 {wide}, {bit}')}")
+    labels = [g.label("bc") for _ in range(1 << len(colflags))]
+    done = g.label("bcdone")
+    g.emit(f"switch i64 {which}, label %{labels[0]} [" + " ".join(f"i64 {m}, label %{lab}" for m, lab in
+                                                                 enumerate(labels) if m) + "]")
+    for m, lab in enumerate(labels):
+        g.block(lab)
+        g.cache.append({})
+        _vop_loops(g, s, rowflags, frozenset(j for bit, (j, _) in enumerate(colflags) if m >> bit & 1))
+        g.cache.pop()
+        g.br(done)
+    g.block(done)
+
+
+def _vop_loops(g: Gen, s: VOp, rowflags: dict[int, str], colbc: frozenset[int]) -> None:
+    """vop_data's loops: sources in `colbc` read one element per row; sources in `rowflags` read row 0
+    where their flag is set."""
     d = s.dst
     rows, cols = i64_of(g, d.ext[0]), i64_of(g, d.ext[1])
     dptr, dstride = g.buf_ptr(d)
     ops: list[tuple[Any, ...]] = []  # per source: ('buf', ptr, stride, brow, bcol, dtype) | ('scalar', value, dtype)
     types = []
-    for src in s.srcs:
+    for j, src in enumerate(s.srcs):
         if isinstance(src, Buf):
             p, st = g.buf_ptr(src)
-            ops.append(("buf", p, st, *broadcasts(src, d), src.dtype))
+            br, bc = broadcasts(src, d)
+            ops.append(("buf", p, st, rowflags.get(j, br), bc or j in colbc, src.dtype))
             types.append(src.dtype)
         else:
             dt = scalar_type(s, d.dtype)
@@ -303,7 +359,7 @@ def vop_data(g: Gen, s: VOp) -> None:
         for o in ops:
             if o[0] == "buf":
                 _, p, st, br, bc, dt = o
-                rr = "0" if br else r
+                rr = ("0" if br else r) if isinstance(br, bool) else g.op(f"select i1 {br}, i64 0, i64 {r}")
                 rowp.append(g.op(f"getelementptr {ety(dt)}, ptr {p}, i64 {g.op(f'mul i64 {rr}, {st}')}"))
             else:
                 rowp.append(None)

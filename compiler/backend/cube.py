@@ -52,9 +52,10 @@ from dsl.types import DType, bf16, f32
 
 # ------------------------------------------------------------------ GM (ND) -> L1 (NZ)
 def gen_nd2nz(g: Gen, dst: str, src: str, rows: str, cols: str, src_stride: str, rows_pad: str, cols_pad: str,
-              dtype: DType) -> None:
+              dtype: DType, fill_rows: str | None = None) -> None:
     """Copy a rows x cols ND window (rows `src_stride` elements apart) into an L1 buffer in NZ with
-    rows_pad x cols_pad capacity, zero-filling the rest.
+    rows_pad x cols_pad capacity, zero-filling the rest. `fill_rows` (a sub-window of a taller
+    buffer: column blocks stay `rows_pad` rows apart) limits the zeros to rows below it.
 
     Column block by column block, as NZ stores them: each 64-byte line of a source row feeds two
     column blocks, so the inner loop walks down the rows two at a time, reads one line of each
@@ -122,12 +123,14 @@ def gen_nd2nz(g: Gen, dst: str, src: str, rows: str, cols: str, src_stride: str,
     _if(g, has_tail, lambda: one_block(full, _lane_mask(g, c0, tail)))
 
     # zeros: rows [rows, rows_pad) of the filled column blocks, whole column blocks past them
+    fill = fill_rows or rows_pad
+
     def zero(cb: str, r0: str) -> None:
         base = out_ptr(r0, cb)
-        g.loop(_sub(g, rows_pad, r0),
+        g.loop(_sub(g, fill, r0),
                lambda r: g.emit(f"store {run} zeroinitializer, ptr {_ptr(g, base, _mul(g, r, 32))}, align 32"))
 
-    _if(g, g.op(f"icmp slt i64 {rows}, {rows_pad}"), lambda: g.loop(first_zero, lambda cb: zero(cb, rows)))
+    _if(g, g.op(f"icmp slt i64 {rows}, {fill}"), lambda: g.loop(first_zero, lambda cb: zero(cb, rows)))
     _loop_from(g, first_zero, nblk, lambda cb: zero(cb, "0"))
 
 

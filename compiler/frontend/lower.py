@@ -11,8 +11,13 @@ from dataclasses import dataclass, field
 from typing import Unpack, cast
 
 from compiler import sexpr as S
+from compiler.extents import same_extent
 from compiler.frontend.lower_calls import CallLowering
 from compiler.frontend.lower_cube import CubeLowering
+from compiler.frontend.lower_gather import GatherLowering
+from compiler.frontend.lower_l1 import L1Lowering
+from compiler.frontend.lower_runtime import RuntimeTileLowering
+from compiler.frontend.lower_transpose import TransposeLowering
 from compiler.frontend.lower_windows import WindowLowering
 from compiler.frontend.values import FV, GV, MV, RV, SV, SW, TGV, TR, TV, BufOptions, Obj, ShapeV, TupleV
 from compiler.ir import (
@@ -123,7 +128,8 @@ class Scope:
     names: dict[str, object] = field(default_factory=dict)
 
 
-class Lowerer(CallLowering, CubeLowering, WindowLowering):
+class Lowerer(CallLowering, CubeLowering, WindowLowering, TransposeLowering, RuntimeTileLowering, L1Lowering,
+              GatherLowering):
     def __init__(self, fdef: A.FunctionDef, env: dict, params: list[ParamSpec], options: dict):
         self.fdef, self.genv, self.options = fdef, env, options
         self.kernel = Kernel(fdef.name, params, (), 0, [], options=dict(options))
@@ -255,6 +261,9 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering):
                 region = self.region(dst, target.index, target.loc)
                 self.store(region, value, loc)
                 return
+            if isinstance(dst, TGV):  # y.T[c, r] = tile: stored transposed (store_transposed)
+                self.store(cast(RV, self.subscript(target)), value, loc)
+                return
             raise err("E210", "only GM tensors can be assigned by subscript", target.loc,
                       "compute a whole tile and store it: out[t] = tile")
         if not isinstance(target, A.Name):
@@ -308,7 +317,9 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering):
         self.check_shapes(dst, src, loc, "assignment")
         body = self.bodies[-1]
         last = body[-1] if body else None
-        if isinstance(last, VOp) and last.dst is src and src.mem == dst.mem and not src.explicit:
+        # computed straight into dst, unless a transpose reads dst itself (it cannot work in place)
+        in_place = isinstance(last, VOp) and last.instr == Instr.VTRANSPOSE and any(b is dst for b in last.srcs)
+        if isinstance(last, VOp) and last.dst is src and src.mem == dst.mem and not src.explicit and not in_place:
             body[-1] = VOp(last.instr, dst, last.srcs, last.arg, last.loc)
             self.kernel.bufs.remove(src)
         else:
@@ -475,7 +486,8 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering):
                 return Obj(base.p.dtype)
             if e.attr == "T":
                 if (base.p.rank or 0) < 2:
-                    raise err("E205", f"'{base.p.name}.T' needs a tensor of rank 2 or more", e.loc)
+                    raise err("E205", f"'{base.p.name}.T' needs a tensor of rank 2 or more", e.loc,
+                              "a 1-D tensor has no rows to swap with its columns")
                 return TGV(base)
         if isinstance(base, TR):
             if e.attr in ("start", "len", "size", "index"):
@@ -487,10 +499,12 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering):
                 return Obj(base.buf.dtype if isinstance(base, TV) else base.ref.dtype)
             if e.attr in ("astype", "to"):
                 return Obj(("method-cast", base))
+        if e.attr == "T":
+            return self.transpose_value(base, e.loc, "'.T'")
         raise err("E210", f"'{e.attr}' is not available here", e.loc)
 
     def extent_check(self, a: SExpr, b: SExpr, capa: SExpr, capb: SExpr, loc: SourceLoc, what: str) -> None:
-        if a == b:
+        if same_extent(a, b):
             return
         if a.is_const and b.is_const:
             if a.value != b.value:
@@ -533,9 +547,7 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering):
                 return self.materialize(FV(v.buf, Fix(v.buf.dtype)), loc)
             return v.buf
         if isinstance(v, RV):
-            if v.transposed:
-                raise err("E210", "a window of x.T can only be a matmul operand", loc)
-            return self.load(v, loc)
+            return self.load(v, loc)  # a window of x.T is transposed on the way (load_transposed)
         if isinstance(v, MV):
             return self.materialize(FV(self.mmad_new(v, loc, "t"), Fix(v.acc)), loc)
         if isinstance(v, FV):
@@ -587,27 +599,7 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering):
             raise err("E204", f"'{sym}' needs an integer or bool tile, got {dtype}", loc)
 
     def broadcast(self, bufs: list[Buf], loc: SourceLoc, sym: str) -> tuple[int, tuple[SExpr, SExpr], tuple[SExpr, SExpr]]:
-        rank = max(b.rank for b in bufs)
-        if len(bufs) == 1:
-            return rank, bufs[0].cap, bufs[0].ext
-        a, b = bufs
-        cap, ext = [], []
-        for d in (0, 1):
-            ca, cb = a.cap[d], b.cap[d]
-            if ca == ONE and cb != ONE:
-                cap.append(cb)
-                ext.append(b.ext[d])
-            elif cb == ONE and ca != ONE:
-                cap.append(ca)
-                ext.append(a.ext[d])
-            else:
-                if ca.is_const and cb.is_const and ca.value != cb.value:
-                    raise err("E205", f"shape mismatch: [{a.shape_str}] {sym} [{b.shape_str}]", loc,
-                              "tiles must have equal shapes, or size 1 where one is broadcast")
-                self.extent_check(a.ext[d], b.ext[d], ca, cb, loc, f"'{sym}'")
-                cap.append(ca)
-                ext.append(a.ext[d])
-        return rank, (cap[0], cap[1]), (ext[0], ext[1])
+        return self.broadcast_tiles(bufs, loc, sym)  # numpy's rules, runtime 1s included (lower_runtime)
 
     def unaryop(self, e: A.UnaryOp) -> object:
         v = self.expr(e.operand)

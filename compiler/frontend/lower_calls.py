@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Unpack
 
 from compiler import sexpr as S
 from compiler.frontend.lower_cube import _fix_cast_ok
-from compiler.frontend.values import FV, RV, SV, TV, BufOptions, Obj, TupleV
-from compiler.ir import Buf, Check, Fix, Load, Move, Print, SetVar, Stmt, VOp
+from compiler.frontend.values import FV, MV, RV, SV, TV, BufOptions, Obj, TupleV
+from compiler.ir import Buf, Check, Fix, GMRef, Load, Move, Print, SetVar, Stmt, VOp
 from compiler.sexpr import F64, I64, SExpr
 from dsl import ast as A
 from dsl.builtins import SPECS, UNARY, Builtin
@@ -59,6 +59,16 @@ class CallLowering:
                       sym: str) -> tuple[int, tuple[SExpr, SExpr], tuple[SExpr, SExpr]]: ...
         def fixable(self, v: object) -> FV | None: ...
         def matmul(self, a: object, b: object, loc: SourceLoc) -> object: ...
+        def mmad_new(self, mv: MV, loc: SourceLoc, name: str) -> Buf: ...
+        def load(self, r: RV, loc: SourceLoc, name: str = "t") -> Buf: ...
+        def extent_check(self, a: SExpr, b: SExpr, capa: SExpr, capb: SExpr, loc: SourceLoc, what: str) -> None: ...
+        def gather_builtin(self, name: str, args: dict, loc: SourceLoc) -> Buf: ...
+        def copy_into_window(self, dst: Buf, ref: GMRef, loc: SourceLoc) -> None: ...
+        def l1_shape(self, v: object, loc: SourceLoc) -> tuple[int, tuple[SExpr, SExpr]]: ...
+        def tile_shape(self, v: object, loc: SourceLoc,
+                       mem: Mem) -> tuple[int, tuple[SExpr, SExpr], tuple[SExpr, SExpr]]: ...
+        def transpose_value(self, v: object, loc: SourceLoc, what: str) -> object: ...
+        def copy_transposed(self, dst: Buf, r: RV, loc: SourceLoc) -> None: ...
 
     def call_args(self, name: str, c: A.Call) -> dict[str, object]:
         req, opt, _ = SPECS[name]
@@ -151,6 +161,10 @@ class CallLowering:
                               "approximate='none' is the erf form (torch's default), 'tanh' the tanh approximation")
                 instr = GELU_INSTR[mode]
             return TV(self.vunary(instr, t, loc, f"dsl.{name}"))
+        if name in ("rand", "randint"):  # Philox random numbers
+            from compiler.frontend.lower_rng import lower_rng
+
+            return TV(lower_rng(self, name, args, c))
         if name == "pow":
             a, b = args["x"], args["y"]
             ta, tb = self.as_tile(a, loc), self.as_tile(b, loc)
@@ -177,6 +191,13 @@ class CallLowering:
         if name == "copy":
             self.copy(args["dst"], args["src"], loc)
             return Obj(None)
+        if name in ("arange", "gather"):
+            return TV(self.gather_builtin(name, args, loc))
+        if name == "atomic_add":
+            from compiler.frontend.lower_atomic import atomic_add
+
+            atomic_add(self, args["dst"], args["src"], c, loc)
+            return Obj(None)
         if name == "print":
             items: list = []
             vals = args["items"]
@@ -194,6 +215,8 @@ class CallLowering:
             return Obj(None)
         if name == "matmul":
             return self.matmul(args["a"], args["b"], loc)
+        if name == "transpose":
+            return self.transpose_value(args["x"], loc, "dsl.transpose()")
         raise err("E202", f"unknown builtin 'dsl.{name}'", loc)  # pragma: no cover
 
     def dtype_arg(self, v: object, loc: SourceLoc) -> DType:
@@ -276,13 +299,13 @@ class CallLowering:
         raise err("E209", "expected a memory: dsl.UB, dsl.L1, dsl.L0A, dsl.L0B or dsl.L0C", loc)
 
     def fill(self, name: str, args: dict, loc: SourceLoc) -> Buf:
-        rank, cap = self.shape_arg(args["shape"], loc)
         dtype = self.dtype_arg(args["dtype"], loc)
         mem = Mem.UB if args.get("mem") is None else self.mem_arg(args["mem"], loc)
+        rank, cap, ext = self.tile_shape(args["shape"], loc, mem)  # runtime lengths too (lower_runtime)
         value = SV(S.const(0)) if name == "zeros" else args["value"]
         if not isinstance(value, SV):
             raise err("E209", "dsl.full() fills with a scalar", loc)
-        b = self.new_buf("t", dtype, rank, cap, cap, loc, mem)
+        b = self.new_buf("t", dtype, rank, cap, ext, loc, mem)
         stmt = VOp(Instr.VDUP, b, (self.scalar_for(value, dtype, loc),), None, loc)
         if mem == Mem.L0C:  # zeroed by the first mmad into it, not by the vector unit
             var = self.new_var("acc.init", I64)
@@ -296,7 +319,8 @@ class CallLowering:
 
     def alloc(self, args: dict, loc: SourceLoc) -> Buf:
         mem = self.mem_arg(args["mem"], loc)
-        rank, cap = self.shape_arg(args["shape"], loc)
+        # an L1 panel may be as long as a tensor dimension (lower_l1): dsl.alloc(dsl.L1, (BM, a.shape[1]), f16)
+        rank, cap = self.l1_shape(args["shape"], loc) if mem == Mem.L1 else self.shape_arg(args["shape"], loc)
         dtype = self.dtype_arg(args["dtype"], loc)
         nbuf = args.get("buffers")
         buffers = None if nbuf is None else self.static_int(nbuf, loc, "buffers")
@@ -327,9 +351,14 @@ class CallLowering:
                 self.emit(SetVar(dst.ext[d].args[0], ext[d], loc))
 
     def copy(self, dst: object, src: object, loc: SourceLoc) -> None:
-        if isinstance(dst, TV) and isinstance(src, RV):
+        if isinstance(dst, TV) and isinstance(src, RV) and dst.buf.parent is not None:
+            self.copy_into_window(dst.buf, src.ref, loc)  # into a sub-window of an L1 panel (lower_l1)
+        elif isinstance(dst, TV) and isinstance(src, RV):
             if dst.buf.dtype != src.ref.dtype:
                 raise err("E204", f"dtype mismatch in copy: {dst.buf.dtype} buffer <- {src.ref.dtype} tensor", loc)
+            if src.transposed:  # a window of x.T: loaded as stored, transposed on V
+                self.copy_transposed(dst.buf, src, loc)
+                return
             self.set_ext(dst.buf, (src.ref.rows, src.ref.cols), loc)
             self.emit(Load(dst.buf, src.ref, None, loc))
         elif isinstance(dst, RV) and isinstance(src, TV):

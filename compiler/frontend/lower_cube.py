@@ -37,6 +37,7 @@ class CubeLowering:
         def tmp(self, dtype: DType, rank: int, cap: tuple[SExpr, SExpr], ext: tuple[SExpr, SExpr],
                 loc: SourceLoc) -> Buf: ...
         def require_static_or_shape(self, c: SExpr, loc: SourceLoc) -> None: ...
+        def stage_ub(self, b: Buf, role: str, loc: SourceLoc) -> Buf: ...
 
     def fixable(self, v: object) -> FV | None:
         """An L0C value the FIX pipe can still post-process, as an FV."""
@@ -72,6 +73,9 @@ class CubeLowering:
             return l1, v.transposed, rows, cols, v.cap
         if isinstance(v, TV):
             b = v.buf
+            if b.mem == Mem.UB:  # UB -> L1 on MTE3 (lower_l1), e.g. P @ V in attention
+                self.cube_dtype(b.dtype, loc)
+                b = self.stage_ub(b, role, loc)
             if b.mem != Mem.L1:
                 raise err("E303", f"the cube reads its {role} operand from L0{role}, staged through L1; "
                           f"'{b.name.split('.')[0]}' is in {b.mem.value}", loc,

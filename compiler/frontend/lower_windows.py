@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Unpack
 
 from compiler import sexpr as S
+from compiler.frontend.lower_slices import slice_checks
 from compiler.frontend.values import FV, GV, MV, RV, SV, SW, TGV, TR, TV, BufOptions, ShapeV, TupleV
 from compiler.ir import Buf, Check, GMRef, Load, Stmt, Store, VOp
 from compiler.sexpr import SExpr
@@ -36,11 +37,16 @@ class WindowLowering:
         def extent_check(self, a: SExpr, b: SExpr, capa: SExpr, capb: SExpr, loc: SourceLoc, what: str) -> None: ...
         def fixable(self, v: object) -> FV | None: ...
         def mmad_new(self, mv: MV, loc: SourceLoc, name: str) -> Buf: ...
+        def l1_window(self, buf: Buf, index: A.Expr, loc: SourceLoc) -> Buf: ...
+        def load_transposed(self, r: RV, loc: SourceLoc, name: str = "t", dst: Buf | None = None) -> Buf: ...
+        def store_transposed(self, r: RV, value: object, loc: SourceLoc) -> None: ...
+        def read_element(self, r: RV, loc: SourceLoc) -> SV: ...
 
     def subscript(self, e: A.Subscript) -> object:
         base = self.expr(e.value)
         if isinstance(base, GV):
-            return self.region(base, e.index, e.loc)
+            r = self.region(base, e.index, e.loc)
+            return self.read_element(r, e.loc) if r.rank == 0 else r  # idx[r]: one element, a scalar
         if isinstance(base, TGV):
             idx = list(e.index.elts) if isinstance(e.index, A.Tuple) else [e.index]
             if len(idx) < 2:
@@ -65,11 +71,13 @@ class WindowLowering:
                 return SV(buf.ext[2 - buf.rank + (i % buf.rank)])
             rv = base.of
             assert isinstance(rv, RV)
-            dims = (rv.ref.rows, rv.ref.cols)[2 - rv.rank:]
+            dims = ((rv.ref.cols, rv.ref.rows) if rv.transposed else (rv.ref.rows, rv.ref.cols))[2 - rv.rank:]
             return SV(dims[i % rv.rank])
         if isinstance(base, TupleV):
             i = self.static_int(self.expr(e.index), e.index.loc, "tuple index")
             return base.items[i]
+        if isinstance(base, TV) and base.buf.mem == Mem.L1:  # a sub-window of an L1 panel (lower_l1)
+            return TV(self.l1_window(base.buf, e.index, e.loc))
         if isinstance(base, (TV, RV)):
             raise err("E210", "tiles cannot be subscripted", e.loc,
                       "index the GM tensor instead (x[t]), or reduce the tile with dsl.sum/max/min")
@@ -99,10 +107,8 @@ class WindowLowering:
                 ln = S.sub(hi, lo) if step == 1 else S.ceil_div(S.sub(hi, lo), step)
                 steps[d] = step
                 if ix.lower is not None or ix.upper is not None:
-                    self.emit(Check(S.binary("and", S.binary("<=", 0, lo), S.binary("and", S.binary("<=", lo, hi),
-                                                                                     S.binary("<=", hi, shape))),
-                                    "E404", f"slice [%d:%d] is outside dimension {d} of '{g.p.name}' (size %d)",
-                                    (lo, hi, shape), "", ix.loc))
+                    for c in slice_checks(lo, hi, ln, step, shape, d, g.p.name, ix.loc):
+                        self.emit(c)
                 dims.append((lo, ln, S.upper_bound(ln), False))
                 continue
             v = self.expr(ix)
@@ -115,18 +121,17 @@ class WindowLowering:
                     raise err("E204", "GM indices must be integers", ix.loc)
                 i = v.e
                 self.emit(Check(S.binary("and", S.binary("<=", 0, i), S.binary("<", i, shape)), "E404",
-                                f"index %d is outside dimension {d} of '{g.p.name}' (size %d)", (i, shape), "", ix.loc))
+                                f"index %d is outside dimension {d} of '{g.p.name}' (size %d)", (i, shape),
+                                "an index runs from 0 to the dimension's size - 1: check the data or loop that gave it",
+                                ix.loc))
                 dims.append((i, ONE, ONE, True))
             else:
                 raise err("E210", "a GM index must be a tile range (from dsl.tiles), a slice or an integer", ix.loc)
         tiled = [k for k, dm in enumerate(dims) if not dm[3]]
-        if not tiled:
-            raise err("E210", f"reading single elements of '{g.p.name}' is not supported", loc,
-                      "load a tile (x[t]) and compute on tiles")
         if len(tiled) > 2:
             raise err("E205", f"this window of '{g.p.name}' has {len(tiled)} tiled dimensions; tiles have at most 2",
                       loc, "index the leading dimensions with integers")
-        if tiled[-1] != rank - 1:
+        if tiled and tiled[-1] != rank - 1:
             raise err("E205", f"the last dimension of '{g.p.name}' must be part of the tile (it is contiguous)", loc,
                       "take a row window instead, or transpose the tensor on the host")
         strides = [ONE] * rank
@@ -139,16 +144,20 @@ class WindowLowering:
         offset = S.const(0)
         for d, dm in enumerate(dims):
             offset = S.add(offset, S.mul(dm[0], dim_strides[d]))
+        assert g.p.dtype is not None  # a GM parameter always has a dtype
+        if not tiled:  # every index a scalar (`idx[r]`): a 1 x 1 window of rank 0, one element
+            return RV(g, GMRef(g.p.slot, g.p.name, g.p.dtype, offset, ONE, ONE, ONE, g.numel()), 0, (ONE, ONE))
         cols = dims[tiled[-1]]
         rows = dims[tiled[0]] if len(tiled) == 2 else (S.const(0), ONE, ONE, False)
         stride = strides[tiled[0]] if len(tiled) == 2 else cols[1]
         col_step = S.const(steps[tiled[-1]]) if steps[tiled[-1]] != 1 else None
-        assert g.p.dtype is not None  # a GM parameter always has a dtype
         ref = GMRef(g.p.slot, g.p.name, g.p.dtype, offset, rows[1], cols[1], stride, g.numel(), col_step)
         full = (g.shape(tiled[0]) if len(tiled) == 2 else ONE, g.shape(tiled[-1]))
         return RV(g, ref, len(tiled), (rows[2], cols[2]), full=full)
 
     def load(self, r: RV, loc: SourceLoc, name: str = "t") -> Buf:
+        if r.transposed:
+            return self.load_transposed(r, loc, name)
         for c in r.cap:
             self.require_static_or_shape(c, loc)
         b = self.new_buf(name, r.ref.dtype, r.rank, r.cap, (r.ref.rows, r.ref.cols), loc)
@@ -162,8 +171,12 @@ class WindowLowering:
                       "tile sizes must be compile-time constants or tensor shapes; use dsl.tiles(n, TILE)")
 
     def store(self, r: RV, value: object, loc: SourceLoc) -> None:
+        if r.rank == 0:
+            raise err("E210", f"writing single elements of '{r.ref.name}' is not supported", loc,
+                      f"store a one-element window: {r.ref.name}[i:i + 1] = dsl.full((1,), v, {r.ref.dtype})")
         if r.transposed:
-            raise err("E210", "cannot store into a window of x.T", loc, "store into x's own window")
+            self.store_transposed(r, value, loc)
+            return
         if isinstance(value, MV):
             value = TV(self.mmad_new(value, loc, "t"))
         fv = self.fixable(value)

@@ -5,4 +5,6 @@ with the same checks and trace events as the native code (`VINCI_INTERPRET=1`).
                         `pipeline.to_core`), `Core` (one core's state; break in `Core.exec`)
     interpret_rules.py  the rules: scalars, vector elements, the cube's mmad and FIX, each
                         mirroring the back end's code rule for rule
+    interpret_atomic.py atomic stores: GM += values (`dsl.atomic_add`)
+    interpret_gather.py scalar reads of GM, `dsl.arange`, `dsl.gather`
 """

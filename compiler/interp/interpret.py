@@ -42,6 +42,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from compiler import sexpr as S
+from compiler.extents import dyn_broadcasts
+from compiler.interp.interpret_atomic import accumulate
+from compiler.interp.interpret_gather import indexed, load_scalar
+from compiler.interp.interpret_rng import rng_values
 from compiler.interp.interpret_rules import (
     ZERO,
     as_i64,
@@ -58,6 +62,7 @@ from compiler.interp.interpret_rules import (
 from compiler.ir import (
     CUBE_TYPE,
     REDUCE,
+    RNG,
     Barrier,
     Buf,
     Check,
@@ -68,12 +73,14 @@ from compiler.ir import (
     If,
     Kernel,
     Load,
+    LoadScalar,
     Mmad,
     Move,
     Print,
     SetVar,
     Stmt,
     Store,
+    VIndexed,
     VOp,
     broadcasts,
 )
@@ -209,10 +216,15 @@ class Core:
     def fractals(self, b: Buf) -> np.ndarray:
         """A cube buffer's current slot as its grid of fractals [block row, block col, row, col] (a
         view): 16 x c0 fractals (c0 = 32 bytes of elements) in L1 and L0A, c0 x 16 in L0B, 16 x 16 in
-        L0C; L1 and L0C (NZ) store them column block by column block, L0A and L0B row by row."""
+        L0C; L1 and L0C (NZ) store them column block by column block, L0A and L0B row by row.
+        A sub-window (`a1[:, k]`) is its root's grid from its origin on (passes/views.py)."""
         rp, cp = (self.i64(e) for e in fractal_pad(b))
         c0 = 32 // b.dtype.itemsize
         fr, fc = {Mem.L0B: (c0, 16), Mem.L0C: (16, 16)}.get(b.mem, (16, c0))
+        if b.parent is not None and b.origin is not None:
+            r0, k0 = (self.i64(e) for e in b.origin)
+            assert r0 % fr == 0 and k0 % fc == 0, f"window of '{b.root.name}' at ({r0}, {k0}) is inside a fractal"
+            return self.fractals(b.root)[r0 // fr: r0 // fr + rp // fr, k0 // fc: k0 // fc + cp // fc]
         flat, start, _ = self.base(b)
         if start < 0 or start + rp * cp > flat.size:
             raise AssertionError(f"buffer '{b.name}': elements [{start}, {start + rp * cp}) are outside its memory "
@@ -264,13 +276,17 @@ class Core:
             self.dma(s.instr, s.src, s.dst, True, s.loc)
         elif isinstance(s, Store):
             assert s.instr is not None, "units are assigned by the schedule"
-            self.dma(s.instr, s.dst, s.src, False, s.loc, s.fix)
+            self.dma(s.instr, s.dst, s.src, False, s.loc, s.fix, s.atomic)
         elif isinstance(s, Move):
             self.move(s)
         elif isinstance(s, VOp):
             with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the point, not warnings
                 if s.instr in REDUCE:
                     self.reduce(s)
+                elif s.instr == Instr.VTRANSPOSE:
+                    self.transpose(s)
+                elif s.instr in RNG:
+                    self.rng(s)
                 else:
                     self.vop(s)
         elif isinstance(s, Print):
@@ -278,6 +294,10 @@ class Core:
         elif isinstance(s, Mmad):
             with np.errstate(all="ignore"):
                 self.mmad(s)
+        elif isinstance(s, LoadScalar):
+            load_scalar(self, s)
+        elif isinstance(s, VIndexed):
+            indexed(self, s)
         else:
             raise AssertionError(f"interpret: no rule for {type(s).__name__}")
 
@@ -289,7 +309,8 @@ class Core:
             self.env[s.var] = wrap(int(self.env[s.var]) + cast(int, step))  # an i64 loop
             self.env[s.it] = wrap(int(self.env[s.it]) + 1)
 
-    def dma(self, instr: Instr, ref: GMRef, buf: Buf, is_load: bool, loc: SourceLoc, fix: Fix | None = None) -> None:
+    def dma(self, instr: Instr, ref: GMRef, buf: Buf, is_load: bool, loc: SourceLoc, fix: Fix | None = None,
+            atomic: bool = False) -> None:
         """codegen.gen_dma: both bounds checks before any element moves, then the event, then the copy.
         Out of UB the copy is the cube's: GM -> L1 lays the window out in NZ, zero-padded to whole
         fractals; L0C -> GM runs the FIX pipe."""
@@ -317,17 +338,26 @@ class Core:
         if buf.mem != Mem.UB:
             if is_load:  # ND -> NZ: the whole padded buffer is written, zeros around the window
                 rp, cp = (self.i64(e) for e in fractal_pad(buf))
+                if buf.parent is not None:  # a sub-window: the fractals covering the window (codegen_vector)
+                    p = max(16, 32 // buf.dtype.itemsize)
+                    rp, cp = -(-rows // p) * p, -(-cols // p) * p
                 padded = np.zeros((rp, cp), storage(buf.dtype))
                 padded[:g.shape[0], :g.shape[1]] = g
                 self.cube_put(buf, padded)
             else:
                 assert fix is not None, f"a store from {buf.mem.value} without a FIX conversion"
                 with np.errstate(all="ignore"):
-                    g[...] = fix_values(self.cube_get(buf, rows, cols), fix, self.fix_scale(fix))
+                    vals = fix_values(self.cube_get(buf, rows, cols), fix, self.fix_scale(fix))
+                    if atomic:  # dsl.atomic_add: GM += the FIX pipe's result
+                        accumulate(self, ref, g, vals, loc)
+                    else:
+                        g[...] = vals
             return
         b = self.view(buf, rows, cols)
         if is_load:
             b[...] = g
+        elif atomic:
+            accumulate(self, ref, g, b, loc)
         else:
             g[...] = b
 
@@ -359,10 +389,14 @@ class Core:
         info = INFO[s.instr]
         if src.mem == Mem.L0C:
             rows, cols = self.i64(src.ext[0]), self.i64(src.ext[1])
+            r0 = 0
+            if s.row0 is not None:  # a chunk of rows [r0, r0 + dst rows)
+                r0, rows = self.i64(s.row0), self.i64(d.ext[0])
             self.event(s.instr, info[1], s.loc, cols * d.dtype.itemsize, rows, -1, 0, 0)
             assert s.fix is not None, "a move out of L0C without a FIX conversion"
             with np.errstate(all="ignore"):
-                self.view(d, rows, cols)[...] = fix_values(self.cube_get(src, rows, cols), s.fix, self.fix_scale(s.fix))
+                acc = self.cube_get(src, r0 + rows, cols)[r0:]
+                self.view(d, rows, cols)[...] = fix_values(acc, s.fix, self.fix_scale(s.fix))
             return
         rp, cp = (self.i64(e) for e in fractal_pad(d))
         self.event(s.instr, info[1], s.loc, rp * cp * d.dtype.itemsize, 1, -1, 0, 0)
@@ -397,6 +431,9 @@ class Core:
         for src in s.srcs:
             if isinstance(src, Buf):
                 brow, bcol = broadcasts(src, d)
+                drow, dcol = dyn_broadcasts(src, d)  # a runtime extent of 1 broadcasts too (numpy's rule)
+                brow = brow or (drow and self.i64(src.ext[0]) == 1)
+                bcol = bcol or (dcol and self.i64(src.ext[1]) == 1)
                 xs.append(self.view(src, 1 if brow else rows, 1 if bcol else cols).astype(compute(src.dtype)))
                 types.append(src.dtype)
             else:
@@ -409,6 +446,22 @@ class Core:
                 types.append(dt)
         out = self.view(d, rows, cols)
         np.copyto(out, elem(s, xs, types), casting="unsafe")  # the store rounds f32 to f16/bf16
+
+    def transpose(self, s: VOp) -> None:
+        """codegen_transpose.gen_transpose: dst[c, r] = src[r, c] over the source's extent, bit for bit."""
+        src = s.srcs[0]
+        assert isinstance(src, Buf)
+        rows, cols = (max(self.i64(e), 0) for e in src.ext)
+        self.event(s.instr, Pipe.V, s.loc, rows * cols, src.dtype.itemsize, rows)
+        self.view(s.dst, cols, rows)[...] = self.view(src, rows, cols).T
+
+    def rng(self, s: VOp) -> None:
+        """codegen_rng.gen_rng: Philox words numbered offset + r * stride + c (`interpret_rng`)."""
+        d = s.dst
+        rows, cols = self.i64(d.ext[0]), self.i64(d.ext[1])
+        self.event(s.instr, Pipe.V, s.loc, rows * cols, d.dtype.itemsize, rows)
+        seed, offset, stride = (self.i64(e) for e in s.srcs if isinstance(e, SExpr))
+        self.view(d, rows, cols)[...] = rng_values(s.instr == Instr.VRAND, seed, offset, stride, rows, cols)
 
     def reduce(self, s: VOp) -> None:
         """codegen_elem.gen_reduce: 'rows' gives one value per row, 'cols' one per column, 'all' one."""

@@ -14,6 +14,8 @@ accesses: a dependency into it waits before it, one out of it is set after it, o
 inside that take part. Its own body is a region of its own. GM tensors count as buffers within
 an iteration (a load after a store of the same tensor waits), and across the iterations of a
 `dsl.range` loop (a read-modify-write of GM); tile loops touch disjoint tiles, so they do not.
+A scalar read of GM (`LoadScalar`, on S) may read any element: it waits for every earlier DMA
+write of its tensor, from the previous iteration of a tile loop too.
 """
 from __future__ import annotations
 
@@ -21,11 +23,27 @@ import dataclasses
 from dataclasses import dataclass
 
 from compiler import sexpr as S
-from compiler.ir import Flag, For, If, Kernel, Load, Mmad, Move, Print, Stmt, Store, VOp, accesses, pipe_of
+from compiler.ir import (
+    Flag,
+    For,
+    If,
+    Kernel,
+    Load,
+    LoadScalar,
+    Mmad,
+    Move,
+    Print,
+    Stmt,
+    Store,
+    VIndexed,
+    VOp,
+    accesses,
+    pipe_of,
+)
 from dsl.errors import KernelError, SourceLoc
 from simulator.isa import EVENT_IDS_PER_PAIR, Pipe
 
-PIPE_OPS = (Load, Store, Move, VOp, Mmad)
+PIPE_OPS = (Load, Store, Move, VOp, VIndexed, Mmad)
 
 
 @dataclass
@@ -40,7 +58,7 @@ class Edge:
 
 def _has_pipe_work(body: tuple[Stmt, ...]) -> bool:
     for s in body:
-        if isinstance(s, PIPE_OPS) or isinstance(s, Print):
+        if isinstance(s, PIPE_OPS) or isinstance(s, (Print, LoadScalar)):
             return True
         if isinstance(s, For) and _has_pipe_work(s.body):
             return True
@@ -56,13 +74,16 @@ def _keys(s: Stmt, k: Kernel) -> list[tuple[object, bool, int, Pipe]]:
         return _dedup_keys([a for x in s.body for a in _keys(x, k)])
     if isinstance(s, If):
         return _dedup_keys([a for x in s.then + s.orelse for a in _keys(x, k)])
+    if isinstance(s, LoadScalar):  # the scalar unit reads GM: after the DMAs that wrote it
+        return [(("gm", s.src.arg), False, 0, Pipe.S)]
     if not isinstance(s, PIPE_OPS) and not isinstance(s, Print):
         return []
     pipe = pipe_of(s)
     out: list[tuple[object, bool, int, Pipe]] = []
     for b, w in accesses(s):
         p = k.placement.get(b.id)
-        out.append((("buf", b.id), w, p.slots if p else 1, pipe))
+        key = b.id if p is None or p.share is None else p.share  # in place: the storage's first buffer
+        out.append((("buf", key), w, p.slots if p else 1, pipe))
     if isinstance(s, Load):
         out.append((("gm", s.src.arg), False, 0, pipe))
     if isinstance(s, Store):
@@ -84,8 +105,9 @@ def _edges(items: list[tuple[int, list]], n: int, cyclic: bool, gm_carried: bool
             if cyclic:
                 seq += [(p, True) for p in range(n - 1, pos - 1, -1)]
             for p, carried in seq:
-                if carried and key[0] == "gm" and not gm_carried:
-                    break  # iterations of a tile loop touch different parts of a tensor
+                if carried and key[0] == "gm" and not gm_carried and pipe != Pipe.S:
+                    break  # iterations of a tile loop touch different parts of a tensor (a scalar
+                    # read may read any element: it waits for the last iteration's writes too)
                 hits = [(w, q) for k2, w, _, q in by_pos.get(p, ()) if k2 == key]
                 if not hits:
                     continue
@@ -162,11 +184,12 @@ def _region(body: tuple[Stmt, ...], k: Kernel, loop: For | None,
     # the iterations of a tile loop touch disjoint tiles
     edges = _edges(items, n, loop is not None, gm_carried=loop is not None and loop.kind == "range")
     ids = _Ids(base)
-    slot = S.binary("%", S.var(loop.it), 2) if loop is not None else S.const(0)
 
     def event(e: Edge) -> S.SExpr:
         b = ids.get(e, body[e.dst].loc)
-        return S.add(b, slot) if e.slots > 1 else S.const(b)
+        if e.slots <= 1 or loop is None:
+            return S.const(b)
+        return S.add(b, S.binary("%", S.var(loop.it), e.slots))  # one event id per slot (ping-pong, or three)
 
     waits: dict[int, list[Flag]] = {}
     sets: dict[int, list[Flag]] = {}

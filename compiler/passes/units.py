@@ -10,11 +10,13 @@ import dataclasses
 from compiler.ir import Buf, For, If, Kernel, Load, Mmad, Move, Stmt, Store, VOp
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import Mem
-from simulator.isa import ROUTE, Instr
+from simulator.isa import ATOMIC, ROUTE, Instr
 from simulator.isa import Mem as HwMem
 
-# L1 holds fractals (NZ) for the cube; nothing reads them back out to UB on this core
-_BY_ROUTE = {(src.name, dst.name): instr for instr, (src, dst) in ROUTE.items() if instr != Instr.COPY_L1_UB}
+# L1 holds fractals (NZ) for the cube; nothing reads them back out to UB on this core. Atomic
+# stores take their route's atomic form (isa.ATOMIC).
+_BY_ROUTE = {(src.name, dst.name): instr for instr, (src, dst) in ROUTE.items()
+             if instr != Instr.COPY_L1_UB and instr not in ATOMIC.values()}
 _LEGAL = ", ".join(f"{s}->{d}" for s, d in _BY_ROUTE)
 
 
@@ -42,7 +44,8 @@ def _assign(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         if isinstance(s, Load):
             s = dataclasses.replace(s, instr=route(Mem.GM, s.dst.mem, f"'{s.dst.name}'", s.loc))
         elif isinstance(s, Store):
-            s = dataclasses.replace(s, instr=route(s.src.mem, Mem.GM, f"'{s.src.name}'", s.loc))
+            instr = route(s.src.mem, Mem.GM, f"'{s.src.name}'", s.loc)
+            s = dataclasses.replace(s, instr=ATOMIC[instr] if s.atomic else instr)
         elif isinstance(s, Move):
             s = dataclasses.replace(s, instr=route(s.src.mem, s.dst.mem, f"'{s.src.name}'", s.loc))
         elif isinstance(s, VOp):

@@ -11,14 +11,32 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
-from compiler.ir import Buf, Check, Flag, For, If, Kernel, Load, Mmad, Move, Print, SetVar, Stmt, Store, VOp, accesses
+from compiler.ir import (
+    Buf,
+    Check,
+    Flag,
+    For,
+    If,
+    Kernel,
+    Load,
+    LoadScalar,
+    Mmad,
+    Move,
+    Print,
+    SetVar,
+    Stmt,
+    Store,
+    VIndexed,
+    VOp,
+    accesses,
+)
 from dsl.types import Mem
-from simulator.isa import EVENT_IDS_PER_PAIR, ROUTE
+from simulator.isa import ATOMIC, EVENT_IDS_PER_PAIR, ROUTE, Instr
 
 if TYPE_CHECKING:
     from simulator.config import HwConfig
 
-ORDER = ("tile", "split_cores", "assign_units", "place_buffers", "insert_sync")
+ORDER = ("tile", "split_cores", "assign_units", "chunk_epilogues", "place_buffers", "insert_sync")
 
 
 class VerifyError(AssertionError):
@@ -67,10 +85,18 @@ def _stmt(k: Kernel, s: Stmt, names: set[str], done: int, cfg: HwConfig | None) 
             ma, mb = s.src.mem, s.dst.mem
         if (ma.value, mb.value) != (src.name, dst.name):
             raise VerifyError(f"{s.instr.name} at line {s.loc.line} moves {ma.value}->{mb.value}")
-    if isinstance(s, VOp) and _after(done, "assign_units"):
+        if (s.instr in ATOMIC.values()) != (isinstance(s, Store) and s.atomic):
+            raise VerifyError(f"{s.instr.name} at line {s.loc.line}: atomic instruction and statement disagree")
+    if isinstance(s, VIndexed):
+        _indexed(s)
+    if isinstance(s, (VOp, VIndexed)) and _after(done, "assign_units"):
         for b in (s.dst, *s.srcs):
             if isinstance(b, Buf) and b.mem != Mem.UB:
                 raise VerifyError(f"{s.instr.name} at line {s.loc.line} touches {b.name} in {b.mem.value}")
+    if isinstance(s, VOp) and s.instr == Instr.VTRANSPOSE:
+        tile = s.srcs[0] if len(s.srcs) == 1 else None
+        if not isinstance(tile, Buf) or tile.rank != 2 or tile.dtype != s.dst.dtype or tile is s.dst:
+            raise VerifyError(f"VTRANSPOSE at line {s.loc.line} needs one other 2-D tile of its dtype")
     if isinstance(s, Mmad) and _after(done, "assign_units"):
         if (s.a.mem, s.b.mem, s.dst.mem) != (Mem.L0A, Mem.L0B, Mem.L0C):
             raise VerifyError(f"mmad at line {s.loc.line} has operands in {s.a.mem}, {s.b.mem}, {s.dst.mem}")
@@ -112,9 +138,23 @@ def _exprs(s: Stmt) -> list[S.SExpr]:
         return [s.dst.offset, s.dst.rows, s.dst.cols]
     if isinstance(s, Mmad):
         return [s.m, s.n, s.k, s.init]
+    if isinstance(s, LoadScalar):
+        return [s.src.offset, s.src.numel]
     if isinstance(s, Print):
         return [i for i in s.items if isinstance(i, S.SExpr)]
     return []
+
+
+def _indexed(s: VIndexed) -> None:
+    """VARANGE has no operand; VGATHER gathers its table's dtype by an integer index tile of its shape."""
+    if s.instr == Instr.VARANGE and not s.srcs:
+        return
+    if s.instr == Instr.VGATHER and len(s.srcs) == 2 and s.arg in ("rows", "cols"):
+        table, index = s.srcs
+        if table.dtype == s.dst.dtype and not index.dtype.is_float and index.cap == s.dst.cap \
+                and s.dst not in (table, index):
+            return
+    raise VerifyError(f"{s.instr.name} at line {s.loc.line} has bad operands")
 
 
 def _balanced(body: tuple[Stmt, ...]) -> None:

@@ -68,17 +68,18 @@ def test_accumulator_type(source):  # type: ignore[no-untyped-def]
     expect(lambda: m.k(a, a, np.zeros((32, 32), np.int32)), "E502", "accumulates in i32", hint="i32")
 
 
-def test_operand_in_ub(source):  # type: ignore[no-untyped-def]
+def test_operand_in_l0c(source):  # type: ignore[no-untyped-def]
+    # (a UB tile is a legal operand: copied UB -> L1, see tests/compiler/test_l1_panels.py)
     m = source("""
         @dsl.kernel
         def k(a: GM, b: GM, c: GM):
-            x = a[0:32, 0:32] * 2.0
+            x = a[0:32, 0:32] @ b[0:32, 0:32]
             acc = dsl.zeros((32, 32), f32)
             acc += x @ b[0:32, 0:32]
             c[0:32, 0:32] = acc
     """)
     a = np.ones((32, 32), np.float32)
-    expect(lambda: m.k(a, a, a.copy()), "E303", "'x' is in UB", hint="L1")
+    expect(lambda: m.k(a, a, a.copy()), "E303", "'x' is in L0C", hint="L1")
 
 
 def test_l0c_overflow(source):  # type: ignore[no-untyped-def]

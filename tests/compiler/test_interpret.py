@@ -610,7 +610,7 @@ def test_runtime_capacity_check_same_text() -> None:
     with interpreting():
         interp = _error(softmax[1], [x, np.zeros_like(x)])
     assert interp == native
-    assert "error[E301]: tile of [4, x.shape[1]] f32 for 'xt' needs 3200000 bytes" in interp and "(core 0)" in interp
+    assert "error[E301]: tile of [4, x.shape[1]] f32 for 'xt' needs 4800000 bytes" in interp and "(core 0)" in interp
 
 
 # ------------------------------------------------------------------ control flow

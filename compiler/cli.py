@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import os
 import sys
@@ -173,6 +174,13 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                         ns.cores or _cores(ns.config), ns.config, ns.force, ns.top)
 
 
+def cmd_matrix(argv: list[str]) -> int:
+    """`vinci matrix ...`: delegates to op_library.matrix, imported here (it loads torch and every op)
+    and by name, so that mypy does not follow it into op_library's DSL kernel bodies (left out of
+    type checking on purpose: see pyproject.toml)."""
+    return int(importlib.import_module("op_library.matrix").main(argv))
+
+
 def _cores(config: str | None) -> int:
     from compiler.config import CONFIG
     from simulator.config import load_config
@@ -210,6 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("demo", help="compile, check and profile the example kernels")
     d.add_argument("--quick", action="store_true", help="smaller sizes")
     d.set_defaults(fn=lambda ns: __import__("compiler.demo", fromlist=["main"]).main(ns.quick))
+    # listed for --help; `vinci matrix ...` is dispatched below, its options live in op_library.matrix
+    sub.add_parser("matrix", help="run the op test matrix (op x dtype x case) against torch; "
+                   "vinci matrix --help for its options")
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["matrix"]:
+        return cmd_matrix(args[1:])
     ns = p.parse_args(argv)
     try:
         return int(ns.fn(ns) or 0)

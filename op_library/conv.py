@@ -359,7 +359,7 @@ def _im2col(x: Any, d: dict[str, int], into: Any = None, batch: bool = False) ->
         cols = torch.empty(shape, dtype=x.dtype)
     else:
         nbytes = N * C * d["KH"] * d["KW"] * d["L"] * x.element_size()
-        cols = into.view(torch.uint8)[:nbytes].view(x.dtype).reshape(shape)
+        cols = into.reshape(-1).view(torch.uint8)[:nbytes].view(x.dtype).reshape(shape)
     T, esize = d["KH"] * d["KW"], x.element_size()
     rb, pb = _rows(OH, OW * esize, divides=True), _rows(C, OW * esize)
     geo = dict(KW=d["KW"], SH=d["SH"], SW=d["SW"], DH=d["DH"], DW=d["DW"])

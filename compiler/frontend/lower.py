@@ -6,6 +6,7 @@ node's location.
 """
 from __future__ import annotations
 
+import operator
 import types
 from dataclasses import dataclass, field
 from typing import Unpack, cast
@@ -71,6 +72,10 @@ class ParamDecl:
 
 _NO_DEFAULT = object()
 
+_STATIC_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+               "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<<": operator.lshift,
+               ">>": operator.rshift}
+
 
 def eval_static(node: A.Expr, env: dict, loc_code: str = "E208") -> object:
     """Evaluate an annotation or default: names, attributes, subscripts, tuples and literals."""
@@ -94,7 +99,17 @@ def eval_static(node: A.Expr, env: dict, loc_code: str = "E208") -> object:
         return tuple(eval_static(e, env, loc_code) for e in node.elts)
     if isinstance(node, A.UnaryOp) and node.op == "-":
         return -eval_static(node.operand, env, loc_code)  # type: ignore[operator]
-    raise err(loc_code, "this expression is not allowed here; use a literal or a name", getattr(node, "loc", None))
+    # `TILE: Const[int] = 1 << 20`, `4 * 1024`: arithmetic on numbers (Python itself ran the default
+    # when it executed the def, so an expression that would not finish never gets here)
+    if isinstance(node, A.BinOp) and node.op in _STATIC_OPS:
+        left, right = eval_static(node.left, env, loc_code), eval_static(node.right, env, loc_code)
+        if isinstance(left, (int, float)) and isinstance(right, (int, float)):
+            try:
+                return _STATIC_OPS[node.op](left, right)
+            except (ArithmeticError, ValueError) as e:
+                raise err(loc_code, f"cannot evaluate this default: {e}", node.loc) from None
+    raise err(loc_code, "this expression is not allowed here; use a literal or a name",
+              getattr(node, "loc", None), "defaults and annotations are literals, names, and arithmetic on them")
 
 
 def declare_params(fdef: A.FunctionDef, env: dict) -> list[ParamDecl]:

@@ -289,6 +289,24 @@ def test_missing_annotation(source):  # type: ignore[no-untyped-def]
     """), "E208", "parameter 'x' needs a type annotation", hint="GM[f32]")
 
 
+def test_const_defaults_may_be_arithmetic(source):  # type: ignore[no-untyped-def]
+    m = source("""
+        @dsl.kernel
+        def k(x: GM[f32], y: GM[f32], TILE: Const[int] = 1 << 10, S: Const[float] = 3 * 0.5):
+            for t in dsl.tiles(x.shape[0], TILE):
+                y[t] = x[t] * S
+    """)
+    x = np.arange(3000, dtype=np.float32)
+    y = np.zeros_like(x)
+    m.k(x, y)
+    assert np.array_equal(y, x * 1.5)
+    expect(lambda: source("""
+        @dsl.kernel
+        def k(x: GM[f32], TILE: Const[int] = len("abc")):
+            pass
+    """), "E208", "this expression is not allowed here", hint="arithmetic on them")
+
+
 def test_if_on_tile(source):  # type: ignore[no-untyped-def]
     m = source("""
         @dsl.kernel

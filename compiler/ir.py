@@ -477,3 +477,22 @@ def _accesses(s: Stmt) -> list[tuple[Buf, bool]]:
     if isinstance(s, Print):
         return [(b, False) for b in s.items if isinstance(b, Buf)]
     return []
+
+
+def access_counts(body: tuple[Stmt, ...]) -> dict[int, list[int]]:
+    """buffer id -> [reads, writes], counted per occurrence over the whole kernel."""
+    count: dict[int, list[int]] = {}
+
+    def walk(b: tuple[Stmt, ...]) -> None:
+        for s in b:
+            if isinstance(s, For):
+                walk(s.body)
+            elif isinstance(s, If):
+                walk(s.then)
+                walk(s.orelse)
+            else:
+                for buf, w in accesses(s):
+                    count.setdefault(buf.id, [0, 0])[w] += 1
+
+    walk(body)
+    return count

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from compiler.backend import cube
 from compiler.backend.codegen_elem import i64_of, scalar_as
-from compiler.ir import CUBE_TYPE, Buf, Check, Flag, For, If, Load, Mmad, Move, Stmt, accesses
+from compiler.ir import CUBE_TYPE, Buf, Check, Flag, For, If, Load, Mmad, Move, Stmt, access_counts, accesses
 from compiler.passes.place import fractal_pad
 from compiler.passes.views import rows_pad
 from dsl.types import Mem, f32
@@ -72,21 +72,7 @@ def forwarding(body: tuple[Stmt, ...]) -> dict[int, Move]:
     Both still issue
     their instructions (events, timing, trace) exactly as before; the interpreter keeps both copies
     and the results agree bit for bit."""
-    count: dict[int, list[int]] = {}
-
-    def walk(b: tuple[Stmt, ...]) -> None:
-        for s in b:
-            if isinstance(s, For):
-                walk(s.body)
-            elif isinstance(s, If):
-                walk(s.then)
-                walk(s.orelse)
-            else:
-                for buf, w in accesses(s):
-                    if buf.mem == Mem.L1:
-                        count.setdefault(buf.id, [0, 0])[w] += 1
-
-    walk(body)
+    count = access_counts(body)  # only L1 buffers are looked up
     out: dict[int, Move] = {}
 
     def pair(b: tuple[Stmt, ...]) -> None:

@@ -51,7 +51,23 @@ from compiler.backend.codegen_vector import (
 )
 from compiler.backend.convert import round_to
 from compiler.extents import dyn_broadcasts
-from compiler.ir import REDUCE, Barrier, Buf, Check, Flag, For, If, Kernel, Load, Stmt, Store, VOp, accesses, broadcasts
+from compiler.ir import (
+    REDUCE,
+    Barrier,
+    Buf,
+    Check,
+    Flag,
+    For,
+    If,
+    Kernel,
+    Load,
+    Stmt,
+    Store,
+    VOp,
+    access_counts,
+    accesses,
+    broadcasts,
+)
 from compiler.sexpr import SExpr
 from dsl.types import Mem
 from simulator.isa import Instr
@@ -80,25 +96,6 @@ class Group:
 
 
 # ------------------------------------------------------------------ planning
-def usage(body: tuple[Stmt, ...]) -> dict[int, list[int]]:
-    """buffer id -> [reads, writes], counted per occurrence over the whole kernel."""
-    count: dict[int, list[int]] = {}
-
-    def walk(b: tuple[Stmt, ...]) -> None:
-        for s in b:
-            if isinstance(s, For):
-                walk(s.body)
-            elif isinstance(s, If):
-                walk(s.then)
-                walk(s.orelse)
-            else:
-                for buf, w in accesses(s):
-                    count.setdefault(buf.id, [0, 0])[w] += 1
-
-    walk(body)
-    return count
-
-
 def _shape_buf(s: Member) -> Buf:
     """The buffer whose capacity and extent the member covers."""
     return s.src if isinstance(s, Store) else s.dst
@@ -180,7 +177,7 @@ class Streams:
     """The stream groups of a kernel, planned per body on first use (keyed by the body's identity)."""
 
     def __init__(self, k: Kernel):
-        self.use = usage(k.body)
+        self.use = access_counts(k.body)
         self._bodies: dict[int, tuple[tuple[Stmt, ...], dict[int, Group]]] = {}
         self.emitted = 0  # groups whose fused pass was generated
 
@@ -196,7 +193,7 @@ class Streams:
 
 def describe(k: Kernel) -> list[str]:
     """One line per stream group of the kernel: its members and the UB buffers it still writes."""
-    use = usage(k.body)
+    use = access_counts(k.body)
     out: list[str] = []
 
     def walk(b: tuple[Stmt, ...]) -> None:

@@ -29,6 +29,7 @@ globals().update(_BUILTINS)
 
 from dsl.autotune import Autotuned, autotune  # noqa: E402
 from dsl.kernel import Kernel, kernel  # noqa: E402
+from dsl.record import Recording, record  # noqa: E402
 
-__all__ = ["kernel", "Kernel", "autotune", "Autotuned", "KernelError", "SourceLoc", "GM", "Const", "DType", "Mem",
+__all__ = ["kernel", "Kernel", "autotune", "Autotuned", "record", "Recording", "KernelError", "SourceLoc", "GM", "Const", "DType", "Mem",
            "f32", "f16", "bf16", "i32", "i8", "boolean", "UB", "L1", "L0A", "L0B", "L0C", *_BUILTINS]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compiler import CONFIG as _CFG
+from dsl import record as _record
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import BY_CODE, DType, from_numpy, from_torch
 
@@ -328,6 +329,9 @@ class Launch:
         self.kernel, self.block_dim, self.config = kernel, block_dim, config
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
+        if _record.active():
+            _record.add(self.kernel.__name__, self.profile(*args, **kwargs))
+            return
         if not _CFG.interpret:
             # the hot path: a recipe made by an earlier launch of the same specialisation (keyword
             # arguments given by the same names in the same order)
@@ -578,6 +582,9 @@ class Prepared:
         return [v for v in (*args, *kwargs.values()) if hasattr(v, "shape") and hasattr(v, "dtype")]
 
     def __call__(self) -> None:
+        if _record.active():
+            _record.add(self.launch.kernel.__name__, self.profile())
+            return
         if self._print:
             from simulator import launch as L
 

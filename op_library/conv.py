@@ -50,6 +50,8 @@ import dsl
 from dsl import GM, Const, f32
 from op_library.pool import _pair, crop_planes
 
+__all__ = ["conv2d", "conv2d_backward"]
+
 # stack the images into one matmul when an image has fewer output positions (measured: 8x64x16x16 with
 # 288 is faster per image, 8x64x8x8 stride 2 with 20-16 faster stacked)
 _BATCH_BELOW = 128

@@ -12,6 +12,8 @@ from typing import Any
 import dsl
 from dsl import GM, Const, f32, i8, i32
 
+__all__ = ["matmul", "matmul_backward", "bmm", "bmm_backward", "linear", "linear_backward"]
+
 
 @dsl.kernel
 def mm_kernel(a: GM, b: GM, c: GM, TA: Const[bool] = False, TB: Const[bool] = False,

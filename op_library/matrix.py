@@ -97,10 +97,14 @@ def run_case(spec: OpSpec, dtype: torch.dtype, case: Case, cores: int | None = N
     what = "" if ok else f"forward: worst abs {fa:.3g} rel {fr:.3g} (rtol {rtol:.3g}, atol {atol:.3g})"
     if not want_grad or spec.backward is None:  # (the second test narrows the type for mypy)
         return {"ok": ok, "fwd": (fa, fr), "bwd": None, "what": what}
-    grad = torch.randn(ref_out[0].shape).to(dtype)
+    grads = [torch.randn(ref_out[j].shape).to(dtype) for j in spec.grad_outputs]
     inputs = [ref_args[i] for i in spec.grad_args if ref_args[i] is not None]
-    ref_grads = iter(torch.autograd.grad(ref_out[0], inputs, grad.float()))
+    ref_grads = iter(torch.autograd.grad([ref_out[j] for j in spec.grad_outputs], inputs, [g.float() for g in grads],
+                                         allow_unused=True))
     want = [None if ref_args[i] is None else next(ref_grads) for i in spec.grad_args]
+    want = [torch.zeros_like(ref_args[i]) if w is None and ref_args[i] is not None else w
+            for w, i in zip(want, spec.grad_args, strict=True)]
+    grad = grads[0] if len(grads) == 1 else tuple(grads)
     try:
         have = list(spec.backward(grad, got if len(got) > 1 else got[0], case.args, case.kwargs))
     except Exception as e:

@@ -41,6 +41,8 @@ from typing import Any
 import dsl
 from dsl import GM, Const, f32
 
+__all__ = ["max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward"]
+
 
 def _pair(v: Any) -> tuple[int, int]:
     if isinstance(v, (tuple, list)):

@@ -61,7 +61,9 @@ class Case:
 @dataclass(frozen=True)
 class OpSpec:
     """One op. `backward(grad, out, args, kwargs)` returns one gradient per index in `grad_args`
-    (positional arguments; a None argument gets None), for `grad` the gradient of the first output;
+    (positional arguments; a None argument gets None), for `grad` the gradient of the first output
+    (a tuple of gradients, one per index in `grad_outputs`, when that names more than one output);
+    `out` is what `fn` returned. This is the one way every backward is reached (the matrix, autograd);
     `cases(quick, dtype)` builds the cases (tails, size-1 dims, a non-contiguous input, and with
     quick=False more shapes and one large case)."""
     name: str
@@ -74,6 +76,10 @@ class OpSpec:
     takes_cores: bool = False   # fn accepts cores=N
     bwd_dtypes: tuple[torch.dtype, ...] | None = None   # dtypes whose backward is checked (None: all)
     tol: dict[torch.dtype, Tol] = field(default_factory=dict)  # overrides, each with its why
+    grad_outputs: tuple[int, ...] = (0,)   # outputs that carry a gradient; with more than one,
+    # `backward` gets a tuple of grads (one per index, None where that output's grad is absent)
+    fd_check: bool = True   # the f64 finite-difference check of the reference applies (not for
+    # ops whose reference is not smooth at the sampled points, e.g. rounding)
 
 
 def tolerance(spec: OpSpec, dtype: torch.dtype, k: int) -> tuple[float, float]:
@@ -251,3 +257,7 @@ register(OpSpec("max_pool2d", max_pool2d, _max_pool_ref, FLOATS, lambda q, dt: _
                 _max_pool_bwd, (0,)))
 register(OpSpec("avg_pool2d", avg_pool2d, F.avg_pool2d, FLOATS, lambda q, dt: _pool_cases(q, dt, True),
                 _avg_pool_bwd, (0,)))
+
+
+# every other op's entries live next to their area (op_library/specs/<area>.py) and register here
+from op_library import specs  # noqa: E402,F401

@@ -1,0 +1,2 @@
+"""Registry entries (op_library.registry) for op_library.nn."""
+from __future__ import annotations

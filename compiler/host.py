@@ -116,7 +116,10 @@ def _main(argv: list[str]) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m compiler.host", description=_main.__doc__)
     ap.add_argument("--at-most", choices=LEVELS)
+    ap.add_argument("--above", choices=LEVELS, help="exit 0 if this host runs a level above LEVEL, else 1")
     args = ap.parse_args(argv)
+    if args.above:
+        return 0 if any(LEVELS.index(lv) > LEVELS.index(args.above) for lv in runnable_levels() if lv in LEVELS) else 1
     if args.at_most:
         ok = [lv for lv in runnable_levels()[:-1] if LEVELS.index(lv) <= LEVELS.index(args.at_most)]
         print(ok[-1] if ok else "native")

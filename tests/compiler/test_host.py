@@ -174,3 +174,14 @@ def test_changing_the_target_in_a_process_recompiles(source, monkeypatch) -> Non
         m.scale[2](x, y)  # the launch fast path too
         assert torch.equal(y, x * 3.0)
     assert len(m.scale._compiled) == len(LEVELS_HERE)
+
+
+def test_above_answers_from_the_runnable_levels() -> None:
+    """`python -m compiler.host --above L` (make test's choice of a capped rerun) exits 0 exactly
+    when the host runs a level above L."""
+    from compiler.host import _main
+
+    runs = [lv for lv in runnable_levels() if lv in LEVELS]
+    for lv in LEVELS:
+        assert _main(["--above", lv]) == (0 if any(LEVELS.index(r) > LEVELS.index(lv) for r in runs) else 1)
+    assert _main(["--above", "x86-64-v2"]) == 0 or runs == ["x86-64-v2"]

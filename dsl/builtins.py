@@ -57,6 +57,8 @@ UNARY = {
     "gelu": "x*Phi(x): approximate='none' (erf form, the default, as torch) or 'tanh'", "reciprocal": "1/x",
     "erf": "error function", "sin": "sine", "cos": "cosine",
     "softplus": "log(1 + exp(x)), x where x > 20 (torch's beta=1, threshold=20)",
+    "floor": "round toward -inf", "ceil": "round toward +inf", "round": "round to nearest, ties to even",
+    "trunc": "round toward zero",
 }
 for _n, _d in UNARY.items():
     SPECS[_n] = (("x",), {}, _d)

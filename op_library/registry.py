@@ -12,9 +12,16 @@ outputs (forward or backward) sum K products scales both by sqrt(K): rounding er
 sum in a different order grow like sqrt(K) ulps, and the reference's order is not ours. A
 `Tol` override on the entry replaces the defaults (then scaled the same way).
 
-The reference runs on float32 copies of the inputs (the dtype torch's CPU kernels accumulate in for
-float16 / bfloat16) and its result is rounded to the case's dtype; gradients are compared with
-torch autograd of the reference in float32.
+The reference runs on float32 copies of the floating inputs (the dtype torch's CPU kernels
+accumulate in for float16 / bfloat16; integer and bool inputs as they are) and its result is
+rounded to the dtype torch returns for the case's own inputs; the tolerance is the one of each
+output's dtype, and integer and bool outputs (indices, comparisons, int arithmetic) must be exact.
+Gradients are compared with torch autograd of the reference in float32, each in its input's dtype;
+and, since that autograd is the yardstick, `torch.autograd.gradcheck` of the reference in float64
+on the smallest finite case proves the reference itself (`fd_check=False` opts out, with a reason).
+
+Dtypes an entry may list: FLOATS (float32, float16, bfloat16), INTS (int32, int8), torch.bool and,
+where torch's op takes or returns it, torch.int64 (see op_library.matrix.DTYPE_NAMES).
 """
 from __future__ import annotations
 
@@ -83,8 +90,11 @@ class OpSpec:
 
 
 def tolerance(spec: OpSpec, dtype: torch.dtype, k: int) -> tuple[float, float]:
-    """(rtol, atol) for `spec` at `dtype` for a case whose longest sum has k terms (module docstring)."""
-    t = spec.tol.get(dtype, DEFAULT_TOL[dtype])
+    """(rtol, atol) for `spec` at `dtype` (an output's dtype) for a case whose longest sum has k terms
+    (module docstring); integer and bool outputs are compared exactly: (0, 0)."""
+    if not dtype.is_floating_point:
+        return 0.0, 0.0
+    t = spec.tol.get(dtype, DEFAULT_TOL.get(dtype, DEFAULT_TOL[torch.float32]))
     s = math.sqrt(max(k, 1))
     return t.rtol * s, t.atol * s
 
@@ -105,6 +115,7 @@ def get(name: str) -> OpSpec:
 
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+INTS = (torch.int32, torch.int8)   # the integer dtypes the DSL has (int64 indices are converted)
 
 
 def _rand(*shape: int, dtype: torch.dtype) -> torch.Tensor:
@@ -259,5 +270,15 @@ register(OpSpec("avg_pool2d", avg_pool2d, F.avg_pool2d, FLOATS, lambda q, dt: _p
                 _avg_pool_bwd, (0,)))
 
 
-# every other op's entries live next to their area (op_library/specs/<area>.py) and register here
-from op_library import specs  # noqa: E402,F401
+# every other op's entries live next to their area (op_library/specs/<area>.py) and register here.
+# An area whose module fails to import (a half-done edit) must not take the others down: the entries
+# registered before the failure stay, and the error is kept for the matrix to report as a failure.
+LOAD_ERRORS: dict[str, str] = {}
+try:
+    from op_library import specs  # noqa: E402,F401
+except Exception as _e:  # noqa: BLE001
+    import traceback as _tb
+
+    _where = next((f"{f.filename}:{f.lineno}" for f in reversed(_tb.extract_tb(_e.__traceback__))
+                   if "op_library" in f.filename), "op_library.specs")
+    LOAD_ERRORS[_where] = f"{type(_e).__name__}: {_e}"

@@ -128,6 +128,10 @@ class Instr(enum.IntEnum):
     VCOS = 76
     VSOFTPLUS = 77
     VGELU_TANH = 78
+    VFLOOR = 79  # dsl.floor / ceil / round (half to even) / trunc: Ascend's Cast with a rounding mode
+    VCEIL = 80
+    VRINT = 81
+    VTRUNC = 87
     VRAND = 82  # dsl.rand: Philox 4x32-10 uniform f32 in [0, 1) (cost: see RNG below)
     VRANDINT = 83  # dsl.randint: Philox 4x32-10 raw 32-bit words
     VTRANSPOSE = 86  # 2-D tile transpose in 16 x 16 blocks of 16-bit lanes (cost: TRANSPOSE_BLOCK)

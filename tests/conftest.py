@@ -34,3 +34,9 @@ def load_source(tmp_path: Path, src: str, name: str | None = None):  # type: ign
 @pytest.fixture
 def source(tmp_path):  # type: ignore[no-untyped-def]
     return lambda src: load_source(tmp_path, src)
+
+
+def pytest_addoption(parser):  # type: ignore[no-untyped-def]
+    parser.addoption("--matrix-full", action="store_true", default=False,
+                     help="op test matrix (tests/op_library/test_matrix.py): every case, the large ones too "
+                          "(default: the quick cases; VINCI_MATRIX=full does the same)")

@@ -64,6 +64,7 @@ FBIN = {Instr.VADD: "fadd", Instr.VSUB: "fsub", Instr.VMUL: "fmul", Instr.VDIV: 
 IBIN = {Instr.VADD: "add", Instr.VSUB: "sub", Instr.VMUL: "mul", Instr.VAND: "and", Instr.VOR: "or",
         Instr.VXOR: "xor", Instr.VSHL: "shl", Instr.VSHR: "ashr"}
 FCMP = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
+ROUNDING = {Instr.VFLOOR: "floor", Instr.VCEIL: "ceil", Instr.VRINT: "rint", Instr.VTRUNC: "trunc"}
 ICMP = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}
 
 
@@ -106,6 +107,8 @@ def elem_op(g: Gen, s: VOp, xs: list[str], src_types: list[DType]) -> str:
         return g.int_divmod("//" if ins == Instr.VFLOORDIV else "%", xs[0], xs[1], t)
     if ins in vmath.FUNCS:  # transcendentals etc.: inline, branch-free, vectorisable (compiler.backend.vmath)
         return vmath.emit(g, ins, xs)
+    if ins in ROUNDING:  # llvm.floor / ceil / rint / trunc: roundps on SSE4.1 and up
+        return f1(ROUNDING[ins], xs[0])
     if ins == Instr.VABS:
         if fl:
             return f1("fabs", xs[0])

@@ -297,7 +297,7 @@ class Gen:
         self.block(latch)
         if self.heavy:  # interleaving is off by default (jit._tuning): force it where it pays
             self.n += 1
-            md = f"!{self.n}"
+            md = f"!{1000 + self.n}"  # above the fixed ids (!0 here, !900 nt_copy's !nontemporal)
             self.decls.add(f"{md} = distinct !{{{md}, !0}}")
             self.decls.add('!0 = !{!"llvm.loop.interleave.count", i32 2}')
             self.emit(f"br label %{head}, !llvm.loop {md}")

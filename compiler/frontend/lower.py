@@ -46,7 +46,7 @@ BINARY_INSTR = {"+": Instr.VADD, "-": Instr.VSUB, "*": Instr.VMUL, "/": Instr.VD
 
 FLOAT_ONLY = {Instr.VDIV, Instr.VPOW, Instr.VEXP, Instr.VLOG, Instr.VSQRT, Instr.VRSQRT, Instr.VSIGMOID,
               Instr.VTANH, Instr.VGELU, Instr.VRECIP, Instr.VERF, Instr.VSIN, Instr.VCOS, Instr.VSOFTPLUS,
-              Instr.VGELU_TANH}
+              Instr.VGELU_TANH, Instr.VFLOOR, Instr.VCEIL, Instr.VRINT, Instr.VTRUNC}
 INT_ONLY = {Instr.VAND, Instr.VOR, Instr.VXOR, Instr.VSHL, Instr.VSHR, Instr.VFLOORDIV, Instr.VMOD}
 ONE = S.const(1)
 

@@ -22,7 +22,8 @@ from simulator.isa import Instr
 UNARY_INSTR = {"exp": Instr.VEXP, "log": Instr.VLOG, "sqrt": Instr.VSQRT, "rsqrt": Instr.VRSQRT,
                "abs": Instr.VABS, "neg": Instr.VNEG, "relu": Instr.VRELU, "sigmoid": Instr.VSIGMOID,
                "tanh": Instr.VTANH, "gelu": Instr.VGELU, "reciprocal": Instr.VRECIP, "erf": Instr.VERF,
-               "sin": Instr.VSIN, "cos": Instr.VCOS, "softplus": Instr.VSOFTPLUS}
+               "sin": Instr.VSIN, "cos": Instr.VCOS, "softplus": Instr.VSOFTPLUS, "floor": Instr.VFLOOR,
+               "ceil": Instr.VCEIL, "round": Instr.VRINT, "trunc": Instr.VTRUNC}
 GELU_INSTR = {"none": Instr.VGELU, "tanh": Instr.VGELU_TANH}
 REDUCE_INSTR = {"sum": Instr.VREDUCE_SUM, "max": Instr.VREDUCE_MAX, "min": Instr.VREDUCE_MIN}
 ONE = S.const(1)

@@ -254,6 +254,7 @@ _IBIN = {Instr.VADD: np.add, Instr.VSUB: np.subtract, Instr.VMUL: np.multiply, I
          # shl/ashr by >= the bit width are poison in LLVM; numpy gives 0 / the sign, as x86 vectors do
          Instr.VSHL: np.left_shift, Instr.VSHR: np.right_shift}
 ONE, ZERO = np.float32(1.0), np.float32(0.0)
+_ROUNDING = {Instr.VFLOOR: np.floor, Instr.VCEIL: np.ceil, Instr.VRINT: np.rint, Instr.VTRUNC: np.trunc}
 
 
 def elem(s: VOp, xs: list[Any], src_types: list[DType]) -> Any:
@@ -276,6 +277,8 @@ def elem(s: VOp, xs: list[Any], src_types: list[DType]) -> Any:
         return int_divmod("//" if ins == Instr.VFLOORDIV else "%", xs[0], xs[1], t)
     if ins in vmath.FUNCS:  # the very recipe the native code runs (compiler.backend.vmath)
         return vmath.evaluate(ins, xs)
+    if ins in _ROUNDING:
+        return _ROUNDING[ins](xs[0])
     if ins == Instr.VABS:
         return np.abs(xs[0])
     if ins == Instr.VNEG:

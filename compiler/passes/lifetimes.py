@@ -29,6 +29,7 @@ INPLACE = frozenset({
     Instr.VCMP, Instr.VSEL, Instr.VCAST, Instr.VCOPY, Instr.VAND, Instr.VOR, Instr.VNOT, Instr.VPOW,
     Instr.VGELU, Instr.VRECIP, Instr.VMOD, Instr.VFLOORDIV, Instr.VXOR, Instr.VSHL, Instr.VSHR,
     Instr.VERF, Instr.VSIN, Instr.VCOS, Instr.VSOFTPLUS, Instr.VGELU_TANH,
+    Instr.VFLOOR, Instr.VCEIL, Instr.VRINT, Instr.VTRUNC,
 })
 
 

@@ -383,14 +383,24 @@ def bound_class(rec: Any) -> str:
     return max(by, key=lambda k: by[k]) if by else "-"
 
 
+def _contiguous(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.contiguous()
+    if isinstance(out, (tuple, list)):
+        return [_contiguous(o) for o in out]
+    return out
+
+
 def _torch_call(spec: OpSpec, case: Case) -> Callable[[], Any]:
-    """torch's reference on the case's own tensors (float32 copies if torch has no kernel for the dtype)."""
+    """torch's reference on the case's own tensors (float32 copies if torch has no kernel for the dtype),
+    its outputs made contiguous as ours are (torch's transpose / permute return views: timing the view
+    alone would compare a copy with no work)."""
     args = [a.detach() if isinstance(a, torch.Tensor) else a for a in case.args]
     kwargs = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in case.kwargs.items()}
 
     def native() -> Any:
         with torch.no_grad():
-            return spec.ref(*args, **kwargs)
+            return _contiguous(spec.ref(*args, **kwargs))
 
     try:
         native()
@@ -401,7 +411,7 @@ def _torch_call(spec: OpSpec, case: Case) -> Callable[[], Any]:
 
         def upcast() -> Any:
             with torch.no_grad():
-                return spec.ref(*args32, **kw32)
+                return _contiguous(spec.ref(*args32, **kw32))
         return upcast
 
 

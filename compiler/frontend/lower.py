@@ -149,7 +149,6 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering, TransposeLowering, Run
         self.fdef, self.genv, self.options = fdef, env, options
         self.kernel = Kernel(fdef.name, params, (), 0, [], options=dict(options))
         self.scopes: list[dict[str, object]] = [{}]
-        self.scope_depths: list[int] = [0]   # the loop depth each scope belongs to
         self.frozen: dict[str, str] = {}  # name -> why it cannot be assigned
         self.bodies: list[list[Stmt]] = [[]]
         self.depth = 0
@@ -229,22 +228,20 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering, TransposeLowering, Run
     def nested(self, stmts: tuple[A.Stmt, ...]) -> tuple[Stmt, ...]:
         self.bodies.append([])
         self.scopes.append({})
-        self.scope_depths.append(self.depth)
         try:
             self.block(stmts)
         finally:
             self.scopes.pop()
-            self.scope_depths.pop()
         return tuple(self.bodies.pop())
 
     # ---------------------------------------------------------- statements
     def stmt(self, s: A.Stmt) -> None:
         if isinstance(s, A.Assign):
             value = self.expr(s.value)
-            if isinstance(value, TV) and isinstance(s.value, A.Name) and self.depth > 0 and value.buf.mem == Mem.UB \
+            if isinstance(value, TV) and isinstance(s.value, A.Name) and value.buf.mem == Mem.UB \
                     and any(isinstance(t, A.Name) and t.id != s.value.id and t.id in self.mutable for t in s.targets):
-                # `sc = rs` in a loop, sc reassigned later: sc gets its own tile, or updating it in
-                # place (a loop-carried value) would change rs too
+                # `sc = rs`, sc reassigned later: sc gets its own tile, or updating it in place (a
+                # loop-carried value, an assignment in an `if`) would change rs too
                 src = value.buf
                 dst = self.new_buf("t", src.dtype, src.rank, src.cap, src.ext, s.loc)
                 self.emit(VOp(Instr.VCOPY, dst, (src,), None, s.loc))
@@ -322,20 +319,13 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering, TransposeLowering, Run
             return
         if isinstance(value, TV) and value.buf.name[:1] == "t" and value.buf.name[1:].isdigit():
             value.buf.name = f"{name}.{value.buf.id}"  # a fresh tile takes the name it is bound to
-        if isinstance(value, TV) and isinstance(old, TV) and old.buf.depth < self.depth \
-                and self._bound_depth(name) < self.depth:
-            # a name bound outside this loop body to a tile from there: update the tile in place so
-            # the loop carries it (a name bound inside the body, e.g. `sc = rs`, is just rebound:
-            # writing into its tile would clobber `rs`)
+        if isinstance(value, TV) and isinstance(old, TV) and name not in self.scopes[-1]:
+            # a name bound outside this loop body or this runtime `if` branch: update its tile in
+            # place so the loop carries it and the code after the `if` sees it (aliases such as
+            # `sc = rs` got their own tile when bound, see `stmt`)
             self.write_into(old.buf, value.buf, loc)
             return
         self.bind(name, value)
-
-    def _bound_depth(self, name: str) -> int:
-        for sc, d in zip(reversed(self.scopes), reversed(self.scope_depths), strict=True):
-            if name in sc:
-                return d
-        return 0
 
     def _find(self, name: str) -> object | None:
         for sc in reversed(self.scopes):
@@ -380,7 +370,6 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering, TransposeLowering, Run
         itv = self.new_var("it", I64)
         self.depth += 1
         self.scopes.append({})
-        self.scope_depths.append(self.depth)
         self.bodies.append([])
         try:
             if fname == "range":
@@ -438,7 +427,6 @@ class Lowerer(CallLowering, CubeLowering, WindowLowering, TransposeLowering, Run
                 if isinstance(t, A.Name):
                     self.frozen.pop(t.id, None)
             self.scopes.pop()
-            self.scope_depths.pop()
             body = tuple(self.bodies.pop())
             self.depth -= 1
         self.emit(For(var, itv, start, stop, step, body, kind, tile, s.loc))

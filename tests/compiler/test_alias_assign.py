@@ -40,3 +40,26 @@ def test_an_alias_reassigned_leaves_the_original(interpret, monkeypatch):
     y2 = np.zeros((3, 4), np.float32)
     _carried[1](x, y2)
     np.testing.assert_array_equal(y2, np.full((3, 4), 10.0, np.float32))   # 2*2*2 + 2 each time
+
+
+@dsl.kernel
+def _if_assign(x: GM[f32], y: GM[f32], n: int):
+    for t in dsl.tiles(1, 1):
+        for i in dsl.range(2):
+            a = x[0:1, 0:4] * 2.0
+            if n > 3:
+                a = a + 1.0
+            else:
+                a = a - 1.0
+            y[i:i + 1, 0:4] = a
+
+
+@pytest.mark.parametrize("interpret", [False, True])
+def test_a_tile_assigned_in_a_runtime_if_is_seen_after_it(interpret, monkeypatch):
+    """(was silently dropped: the branch bound a new tile to the name in its own scope)"""
+    monkeypatch.setattr(CONFIG, "interpret", interpret)
+    x = np.ones((1, 4), np.float32)
+    for n, want in ((5, 3.0), (1, 1.0)):
+        y = np.zeros((2, 4), np.float32)
+        _if_assign[1](x, y, n)
+        np.testing.assert_array_equal(y, np.full((2, 4), want, np.float32))

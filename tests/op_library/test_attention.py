@@ -9,17 +9,9 @@ import torch
 import torch.nn.functional as F
 
 import op_library as L
-from op_library import matrix
 from op_library.specs.attention import npu_reference
 
 torch.manual_seed(0)
-
-
-@pytest.mark.parametrize("op", ["sdpa", "npu_fusion_attention"])
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_matrix_quick(op: str, dtype: str) -> None:
-    (row,) = matrix.run([op], [dtype], quick=True)
-    assert row.ok, "\n".join(row.failures)
 
 
 def _grads(fn, inputs, g):  # type: ignore[no-untyped-def]

@@ -144,7 +144,7 @@ def group_norm_fwd(x: GM, w: GM, b: GM, y: GM, G: int, eps: float, HAS_W: Const[
             if HAS_W == 1:
                 sc = rs * dsl.cast(w[gi:gi + 1, ci:ci + 1], f32)
             else:
-                sc = rs * 1.0     # a new tile: `sc = rs` then `sc = rs * w` would be computed in rs's buffer
+                sc = rs * 1.0     # (written before ae02d4f fixed `sc = rs` aliasing; either form is right now)
             sh = dsl.zeros((1, 1), f32) - mean * sc
             if HAS_B == 1:
                 sh = sh + dsl.cast(b[gi:gi + 1, ci:ci + 1], f32)

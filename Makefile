@@ -32,13 +32,16 @@ NATIVE_TESTS := tests/compiler/test_kernels.py tests/compiler/test_cube_native.p
 	tests/compiler/test_runtime_tiles.py tests/compiler/test_rng.py tests/compiler/test_l1_panels.py \
 	tests/compiler/test_ub_economy.py tests/test_natural_kernels.py
 
+# pytest-xdist: one worker per core (TEST_WORKERS=0 runs in one process)
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
 	$(BIN)/ruff check dsl compiler simulator op_library torch_bridge tests bench examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest tests -p no:cacheprovider
+	$(BIN)/python -m pytest tests -p no:cacheprovider -n $(TEST_WORKERS)
 	@if $(BIN)/python -m compiler.host --above x86-64-v3; then \
 		echo "VINCI_HOST_ISA=x86-64-v3 pytest $(NATIVE_TESTS)"; \
-		VINCI_HOST_ISA=x86-64-v3 $(BIN)/python -m pytest -p no:cacheprovider $(NATIVE_TESTS); \
+		VINCI_HOST_ISA=x86-64-v3 $(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) $(NATIVE_TESTS); \
 	else \
 		echo "this host runs nothing above x86-64-v3: the run above was already the x86-64-v3 run"; \
 	fi

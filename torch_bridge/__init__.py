@@ -16,3 +16,5 @@ for _qual in ops.OPS:
     globals().setdefault(_name, getattr(_torch.ops.npu, _name))
 del _qual, _name
 
+from torch_bridge import nn, optim  # noqa: E402,F401  (torch.nn modules on npu ops, fused optimizers)
+from torch_bridge.convert import convert  # noqa: E402,F401  (swap a stock model onto npu ops)

@@ -437,12 +437,32 @@ def _use_im2col(d: dict[str, int]) -> bool:
     return d["Cg"] < 8 or RQ * WQ > 1.4 * d["L"]
 
 
+def _check_conv(x: Any, w: Any, bias: Any) -> None:
+    """torch's checks (and messages) for conv2d's tensors, before any kernel runs."""
+    if x.dim() not in (3, 4):
+        raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: "
+                           f"{list(x.shape)}")
+    if w.dim() != 4:
+        raise RuntimeError(f"weight should have 4 dimensions for conv2d, but got weight of size: {list(w.shape)}")
+    floats = ("torch.float32", "torch.float16", "torch.bfloat16")
+    if str(x.dtype) not in floats:
+        raise RuntimeError(f"conv2d: input has dtype {x.dtype}; the kernels take float32, float16 or bfloat16")
+    if w.dtype != x.dtype:
+        raise RuntimeError(f"Input type ({x.dtype}) and weight type ({w.dtype}) should be the same")
+    if bias is not None and bias.dtype != x.dtype:
+        raise RuntimeError(f"Input type ({x.dtype}) and bias type ({bias.dtype}) should be the same")
+
+
 def conv2d(x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
            groups: int = 1) -> Any:
-    """torch.nn.functional.conv2d for NCHW torch tensors (f32, f16, bf16; f32 accumulation): shifted
-    windows of the padded stride-phase planes (`conv_shift_kernel`), or for few input channels zero
-    padding + im2col on the vector side and one cube matmul per image and group; bias on V."""
+    """torch.nn.functional.conv2d for NCHW (or unbatched CHW) torch tensors (f32, f16, bf16; f32
+    accumulation): shifted windows of the padded stride-phase planes (`conv_shift_kernel`), or for few
+    input channels zero padding + im2col on the vector side and one cube matmul per image and group;
+    bias on V."""
     torch = _torch()
+    _check_conv(x, w, bias)
+    if x.dim() == 3:
+        return conv2d(x.unsqueeze(0), w, bias, stride, padding, dilation, groups).squeeze(0)
     d = _geometry(x.shape, w.shape, stride, padding, dilation, groups)
     N, G, COg, K, L = d["N"], d["G"], d["COg"], d["K"], d["L"]
     out = torch.empty((N, d["CO"], d["OH"], d["OW"]), dtype=x.dtype)
@@ -467,6 +487,10 @@ def conv2d_backward(grad_y: Any, x: Any, w: Any, stride: Any = 1, padding: Any =
     """Gradients of conv2d: (grad_x, grad_w, grad_b) (grad_b None unless with_bias), each in its
     input's dtype. im2col is recomputed from x; see the module docstring for the dataflow."""
     torch = _torch()
+    if x.dim() == 3:   # unbatched
+        gx, gw, gb = conv2d_backward(grad_y.unsqueeze(0), x.unsqueeze(0), w, stride, padding, dilation, groups,
+                                     with_bias)
+        return gx.squeeze(0), gw, gb
     d = _geometry(x.shape, w.shape, stride, padding, dilation, groups)
     N, C, G, COg, K, L = d["N"], d["C"], d["G"], d["COg"], d["K"], d["L"]
     gy = grad_y.contiguous()

@@ -14,6 +14,7 @@ import array
 import ctypes
 import inspect
 import math
+import struct
 import sys
 import textwrap
 import threading
@@ -476,7 +477,8 @@ class _Binder:
     def __init__(self, steps: list[tuple], template: list[int], plan: Any, fn: Any, ctxs: Any, n: int):
         from simulator import launch as L
 
-        self.steps, self.template, self.plan, self.fn, self.ctxs, self.n = steps, template, plan, fn, ctxs, n
+        self.steps, self.plan, self.fn, self.ctxs, self.n = steps, plan, fn, ctxs, n
+        self.template = array.array("q", template)   # copied per call (array.__copy__: a memcpy)
         self.run_cores, self.inline = L.run_cores, L.INLINE_BYTES
 
     @staticmethod
@@ -510,7 +512,7 @@ class _Binder:
         """Run the kernel on `args` if they fit this recipe; False (nothing done) if they do not."""
         if len(args) != len(self.steps):
             return False
-        w = array.array("q", self.template)
+        w = self.template.__copy__()
         nbytes = 0
         for st, v in zip(self.steps, args):
             kind = st[0]
@@ -556,7 +558,11 @@ class _Binder:
 
 
 def _f64_bits(v: float) -> int:
-    return int(np.float64(v).view(np.int64))
+    """The IEEE-754 bits of float(v) as a signed 64-bit word (struct: ~5x cheaper than numpy here)."""
+    return _I64_WORD.unpack(_F64_WORD.pack(v))[0]
+
+
+_F64_WORD, _I64_WORD = struct.Struct("<d"), struct.Struct("<q")
 
 
 class Prepared:

@@ -17,10 +17,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-_LOCAL = threading.local()
+
+class _Local(threading.local):
+    stack: list["Recording"] | None = None   # a class default: reading it never takes an exception path
 
 
-@dataclass
+_LOCAL = _Local()
+
+
+@dataclass(eq=False)   # compared by identity: nested blocks each remove their own recording
 class Recording:
     """The launches made inside one `record()` block, in order: (kernel name, Run)."""
     runs: list[tuple[str, Any]] = field(default_factory=list)
@@ -49,18 +54,18 @@ class Recording:
 
 def active() -> list[Recording] | None:
     """The open recordings of this thread (innermost last), or None."""
-    return getattr(_LOCAL, "stack", None) or None
+    return _LOCAL.stack or None
 
 
 def add(name: str, run: Any) -> None:
-    for rec in getattr(_LOCAL, "stack", ()):
+    for rec in _LOCAL.stack or ():
         rec.runs.append((name, run))
 
 
 @contextmanager
 def record() -> Iterator[Recording]:
     """Record every kernel launched by this thread inside the block (module docstring)."""
-    stack = getattr(_LOCAL, "stack", None)
+    stack = _LOCAL.stack
     if stack is None:
         stack = _LOCAL.stack = []
     rec = Recording()

@@ -3,6 +3,7 @@ import numpy as np
 
 import dsl
 from dsl import GM, Const, f32
+from dsl.record import active
 
 
 @dsl.kernel
@@ -33,3 +34,15 @@ def test_no_recording_outside_the_block():
         pass
     _vadd(x, x, z)
     assert rec.runs == []
+
+
+def test_nested_blocks_with_equal_contents_close_in_order():
+    # the two recordings hold the same runs; each block must still remove its own (by identity)
+    x = np.ones(10, np.float32)
+    z = np.zeros(10, np.float32)
+    with dsl.record() as outer:
+        with dsl.record() as inner:
+            _vadd(x, x, z)
+        _vadd(x, x, z)
+    assert inner.kernels() == ["_vadd"] and outer.kernels() == ["_vadd"] * 2
+    assert active() is None

@@ -5,7 +5,7 @@ arguments and their checks, param_groups, state names (`step`, `exp_avg`, `exp_a
 `max_exp_avg_sq`, `momentum_buffer`), `state_dict` / `load_state_dict` and `zero_grad` are torch's, so
 a checkpoint moves between these and torch.optim in either direction. The update rule is torch's
 single-tensor path operation for operation (op_library/optim.py), so 20 steps match torch.optim within
-f32 rounding (tests/torch_bridge/test_optim.py).
+f32 rounding (tests/torch_bridge/test_optimizers.py).
 
 One kernel launch per param group where the op allows it: the kernel streams every operand of a
 flat range once, and a list whose tensors lie back to back in one storage runs as one launch. The

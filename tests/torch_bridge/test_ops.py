@@ -349,3 +349,13 @@ def test_in_place_ops_bump_version_counters() -> None:
     npu.sgd(ps, [torch.randn(3)], [], weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0, nesterov=False,
             maximize=False)
     assert ps[0]._version > v0
+
+
+@pytest.mark.parametrize("bad", [{"lr": -1.0}, {"nesterov": True, "dampening": 0.5}])
+def test_sgd_first_step_checks_before_it_zeroes_the_buffers(bad: dict) -> None:
+    p, g, buf = torch.randn(5), torch.randn(5), torch.full((5,), 7.0)
+    p0 = p.clone()
+    kw = dict(weight_decay=0.0, momentum=0.9, lr=0.1, dampening=0.0, nesterov=False, maximize=False) | bad
+    with pytest.raises(ValueError):
+        torch.ops.npu.sgd([p], [g], [buf], is_first_step=True, **kw)
+    assert torch.equal(p, p0) and torch.equal(buf, torch.full((5,), 7.0))

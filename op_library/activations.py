@@ -27,6 +27,10 @@ double-buffered tiles over all cores: one GM read per input and one write, nothi
 views x as (outer, 2, L) (L = half the size of `dim` times the sizes after it) and reads both
 halves of a row block in one pass (`swiglu_kernel`); its backward writes both halves of dx.
 
+Small calls: for a contiguous CPU input the launch (tile, output dtype, the marshalled argument
+block) is kept per (op, arguments, dtype, shape) as a plan (op_library._plan); `inplace=True` takes
+the ordinary path.
+
 Accuracy (f32, against torch on the same inputs): the vector math is within a few ulp (the table of
 compiler/backend/vmath.py), inside torch.testing's float32 tolerance except where an entry of
 op_library/specs/activations.py says otherwise. expm1 and log1p are composed so they stay accurate
@@ -44,11 +48,13 @@ non-contiguous input is computed into a new tensor and copied back (torch's copy
 from __future__ import annotations
 
 import builtins
+import operator
 from typing import Any
 
 import torch
 
 from dsl.errors import KernelError
+from op_library._plan import PLANS, Plan, Ref, scalar_sig, sigs, tensor_sig
 from op_library.activations_kernels import (
     swiglu_backward_kernel,
     swiglu_kernel,
@@ -133,8 +139,56 @@ def _launch_unary(op: str, x: torch.Tensor, a: float = 0.0, b: float = 0.0, out:
     return y
 
 
+def _fit_plan(plan: Plan, env: list[torch.Tensor], kern: Any, args: tuple[Any, ...], key: tuple[Any, ...],
+              **consts: Any) -> None:
+    """`_fit` for a planned launch: the same tile choice (and the same `_TILES` memo), kept in the plan."""
+    key = (kern.__name__, *key, tuple(a.resolve(env).dtype for a in args if isinstance(a, Ref)))
+    tile = _TILES.get(key, MAX_TILE)
+    while True:
+        try:
+            plan.launch(env, kern, *args, TILE=tile, **consts)
+        except KernelError as e:
+            if e.code != "E301" or tile <= 512:
+                raise
+            tile //= 2
+            continue
+        _TILES[key] = tile
+        return
+
+
+def _plan_unary(key: tuple[Any, ...], op: str, x: torch.Tensor, a: float, b: float, kop: str | None) \
+        -> torch.Tensor:
+    """`_launch_unary` for a contiguous input, kept as the plan for `key` (the same launch)."""
+    kop = kop or op
+    floating = x.dtype in FLOATS or op in PROMOTE_OPS
+    dtype = x.dtype if x.dtype in FLOATS or op in INT_OPS else torch.float32
+    plan = Plan((x,), ret=_SECOND)
+    env = [x, plan.alloc(x.shape, dtype)]
+    n = x.numel()
+    if n:
+        _fit_plan(plan, env, unary_kernel, (Ref(0, (n,)), Ref(1, (n,)), float(a), float(b)), (kop, floating),
+                  OP=kop, FLOAT=floating)
+    PLANS.put(key, plan)
+    return env[1]
+
+
+_SECOND = operator.itemgetter(1)
+_THIRD = operator.itemgetter(2)
+
+
 def _unary(op: str, x: Any, a: float = 0.0, b: float = 0.0, kop: str | None = None, fname: str | None = None,
            inplace: bool = False) -> torch.Tensor:
+    if not inplace and isinstance(x, torch.Tensor):
+        # a contiguous CPU input: the plan for this (op, arguments, dtype, shape), or a new one
+        sig, ka, kb = tensor_sig(x), scalar_sig(a), scalar_sig(b)
+        if sig is not None and ka is not None and kb is not None:
+            key = ("unary", op, kop, ka, kb, sig)
+            plan = PLANS.get(key)
+            if plan is not None:
+                return plan(x)
+            if PLANS.enabled():
+                _kernel_dtype(fname or op, op, x, op in INT_OPS or op in PROMOTE_OPS)
+                return _plan_unary(key, op, x, a, b, kop)
     fname = fname or op
     _check_tensor(fname, x)
     _kernel_dtype(fname, op, x, op in INT_OPS or op in PROMOTE_OPS)
@@ -149,6 +203,15 @@ def _backward(op: str, grad: Any, saved: Any, a: float = 0.0, b: float = 0.0, sa
               kname: str | None = None) -> torch.Tensor:
     """One launch of unary_backward_kernel: the input's gradient, in saved's dtype (grad's if saved's
     is an integer one)."""
+    key = None
+    ka, kb = scalar_sig(a), scalar_sig(b)
+    if ka is not None and kb is not None and PLANS.enabled():
+        s = sigs((grad, saved))
+        if s is not None:
+            key = ("unary_bwd", op, kname, saved_name, ka, kb, *s)
+            plan = PLANS.get(key)
+            if plan is not None:
+                return plan(grad, saved)
     fname = f"{kname or op}_backward"
     _check_tensor(fname, grad, "grad_output", 1)
     _check_tensor(fname, saved, saved_name, 2)
@@ -157,7 +220,17 @@ def _backward(op: str, grad: Any, saved: Any, a: float = 0.0, b: float = 0.0, sa
                            f"shape {list(saved.shape)}")
     _kernel_dtype(fname, fname, grad, False)
     _kernel_dtype(fname, fname, saved, True)
-    dx = torch.empty(saved.shape, dtype=saved.dtype if saved.dtype in FLOATS else grad.dtype)
+    dt = saved.dtype if saved.dtype in FLOATS else grad.dtype
+    if key is not None:   # contiguous inputs: the same launch, kept as the plan for this key
+        plan = Plan((grad, saved), ret=_THIRD)
+        env = [grad, saved, plan.alloc(saved.shape, dt)]
+        n = saved.numel()
+        if n:
+            _fit_plan(plan, env, unary_backward_kernel, (Ref(0, (n,)), Ref(1, (n,)), Ref(2, (n,)), float(a), float(b)),
+                      (op,), OP=op)
+        PLANS.put(key, plan)
+        return env[2]
+    dx = torch.empty(saved.shape, dtype=dt)
     if dx.numel():
         _fit(unary_backward_kernel, (_flat(grad), _flat(saved), dx.view(-1), float(a), float(b)), (op,), OP=op)
     return dx

@@ -4,13 +4,19 @@ Every kernel tiles the output into BM x BN blocks dealt over the cores (`dsl.til
 K loop that stages A and B windows GM -> L1 -> L0A/L0B and accumulates in L0C, and leaves
 through the FIX pipe (casting to the output dtype on the way). Transposed operands are read as
 windows of `x.T`: the DMA reads the stored layout and the L1 -> L0 move transposes.
+
+matmul and linear on contiguous CPU tensors keep their host work per signature (dtypes, shapes,
+transposes, cores) as a plan (op_library._plan): a later call allocates the result and launches the
+same kernel with its argument block marshalled once.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import dsl
 from dsl import GM, Const, f32, i8, i32
+from op_library._plan import PLANS, Builder, sigs
 
 __all__ = ["matmul", "matmul_backward", "bmm", "bmm_backward", "linear", "linear_backward"]
 
@@ -100,6 +106,15 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     """op(a) @ op(b) for 2-D torch tensors (f16, bf16, f32, i8), result in out_dtype (default: a's,
     i32 for i8 inputs)."""
     torch = _torch()
+    key = None
+    if type(transpose_a) is bool and type(transpose_b) is bool and (cores is None or type(cores) is int) and \
+            (out_dtype is None or isinstance(out_dtype, torch.dtype)) and PLANS.enabled():
+        s = sigs((a, b))
+        if s is not None:
+            key = ("matmul", transpose_a, transpose_b, out_dtype, cores, *s)
+            plan = PLANS.get(key)
+            if plan is not None:
+                return plan(a, b)
     M = a.shape[1] if transpose_a else a.shape[0]
     K = a.shape[0] if transpose_a else a.shape[1]
     K2 = b.shape[1] if transpose_b else b.shape[0]
@@ -107,10 +122,15 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     if K != K2:
         raise ValueError(f"matmul: inner dimensions differ ({K} vs {K2})")
     dt = out_dtype or (torch.int32 if a.dtype == torch.int8 else a.dtype)
-    c = torch.empty((M, N), dtype=dt)
-    launch = mm_kernel[cores] if cores else mm_kernel
-    launch(a.contiguous(), b.contiguous(), c, TA=transpose_a, TB=transpose_b, **_blocks(M, N, K))
-    return c
+    bl = Builder(key, (a, b), _THIRD)
+    c = bl.v(bl.alloc((M, N), dt), (M, N))
+    bl.run(mm_kernel, bl.v(0, a.shape), bl.v(1, b.shape), c, block_dim=cores or None, TA=transpose_a,
+           TB=transpose_b, **_blocks(M, N, K))
+    return bl.finish()
+
+
+_THIRD = operator.itemgetter(2)
+_FOURTH = operator.itemgetter(3)
 
 
 def bmm(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, cores: int | None = None) -> Any:
@@ -126,6 +146,15 @@ def bmm(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, co
 
 def linear(x: Any, w: Any, bias: Any = None, cores: int | None = None) -> Any:
     torch = _torch()
+    ins = (x, w, bias)
+    s = sigs(ins) if (cores is None or type(cores) is int) and PLANS.enabled() else None
+    if s is not None:
+        key = ("linear", cores, *s)
+        plan = PLANS.get(key)
+        if plan is not None:
+            return plan(*ins)
+        if x.dim() >= 1 and x.numel() > 0 and w.dim() == 2:
+            return _linear_planned(key, x, w, bias, ins, cores)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1]).contiguous()
     if bias is None:
@@ -135,6 +164,27 @@ def linear(x: Any, w: Any, bias: Any = None, cores: int | None = None) -> Any:
         launch = linear_kernel[cores] if cores else linear_kernel
         launch(x2, w.contiguous(), bias.contiguous(), y)
     return y.reshape(*lead, w.shape[0])
+
+
+def _linear_planned(key: Any, x: Any, w: Any, bias: Any, ins: tuple[Any, ...], cores: int | None) -> Any:
+    """`linear` on contiguous inputs as a plan (the same launch: mm_kernel with w transposed, or
+    linear_kernel with a bias); the result is allocated in its final shape."""
+    torch = _torch()
+    K = x.shape[-1]
+    m = x.numel() // K
+    N, K2 = w.shape
+    bl = Builder(key, ins, _FOURTH)
+    if bias is None:
+        if K != K2:
+            raise ValueError(f"matmul: inner dimensions differ ({K} vs {K2})")
+        y = bl.v(bl.alloc((*x.shape[:-1], N), torch.int32 if x.dtype == torch.int8 else x.dtype), (m, N))
+        bl.run(mm_kernel, bl.v(0, (m, K)), bl.v(1, (N, K2)), y, block_dim=cores or None, TA=False, TB=True,
+               **_blocks(m, N, K))
+    else:
+        y = bl.v(bl.alloc((*x.shape[:-1], N), x.dtype), (m, N))
+        bl.run(linear_kernel, bl.v(0, (m, K)), bl.v(1, (N, K2)), bl.v(2, tuple(bias.shape)), y,
+               block_dim=cores or None)
+    return bl.finish()
 
 
 def matmul_backward(grad: Any, a: Any, b: Any) -> tuple[Any, Any]:

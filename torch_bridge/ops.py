@@ -30,7 +30,7 @@ from torch.library import Library
 
 import op_library
 from op_library import registry
-from op_library.optim import adamw_kernel
+from op_library.optim import adamw_kernel, sgd_check
 from torch_bridge import _autograd, _fake, profiler
 from torch_bridge.schemas import SCHEMAS, op_name
 
@@ -169,10 +169,9 @@ def _sgd(params: list[torch.Tensor], d_p_list: list[torch.Tensor], momentum_buff
         raise ValueError(f"sgd(): momentum_buffer_list has {len(momentum_buffer_list)} tensors but params has "
                          f"{len(params)}")
     if is_first_step and momentum != 0:
-        for i, b in enumerate(momentum_buffer_list):
-            if b.shape != params[i].shape or b.dtype != params[i].dtype:
-                raise RuntimeError(f"sgd(): momentum_buffer_list[{i}] has shape {list(b.shape)} and dtype {b.dtype} "
-                                   f"but params[{i}] has {list(params[i].shape)} and {params[i].dtype}")
+        # every check before the buffers are zeroed: a bad call changes nothing
+        sgd_check(list(params), list(d_p_list), list(momentum_buffer_list), weight_decay=weight_decay,
+                  momentum=momentum, lr=lr, dampening=dampening, nesterov=nesterov)
         for b in momentum_buffer_list:
             op_library.fill_(b, 0.0)
         dampening = 0.0

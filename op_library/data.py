@@ -27,7 +27,9 @@ Dataflow.
   (`scatter_add_elems`; f16/bf16 add in f32 and round once per add, as torch's CPU kernel does).
   Its backward: grad for input is grad itself (a copy), for src gather(grad, dim, index).
 - tril / triu: (B, M, N) views, a where() against a row-index column. Backward: the same mask.
-- pad (constant mode): one row pad per padded dim d on the view (prod(shape[:d]), prod(shape[d:])):
+- pad (constant mode): padding of the last dim or the last two is one `pad2d` launch on (P, H, W)
+  views (row blocks: rows outside x filled, the others border-filled and their kept band copied);
+  padding further out is one row pad per padded dim d on the view (prod(shape[:d]), prod(shape[d:])):
   fill2d for the borders, copy2d for the kept band (negative pads crop). Backward: the crop (pad
   with the negated widths).
 - arange / full / fill_: arange_f (f32 arithmetic, as torch's CPU kernel for float dtypes) or
@@ -132,7 +134,8 @@ def _cast(x: Any, dtype: torch.dtype) -> Any:
 def _index32(index: Any, size: int, what: str = "index_select") -> Any:
     """int32 copy of an int32/int64 index tensor after checking 0 <= index < size on the host."""
     if index.numel() and size >= 0:
-        lo, hi = int(index.min()), int(index.max())
+        lo_t, hi_t = torch.aminmax(index)
+        lo, hi = int(lo_t), int(hi_t)
         if lo < 0 or hi >= size:
             raise IndexError("index out of range in self")
     return index.to(torch.int32).contiguous()
@@ -362,7 +365,7 @@ def index_select(input: Any, dim: int, index: Any) -> Any:
     A, B = math.prod(shape[:d]), math.prod(shape[d + 1:])
     bb = _blocks(B, 16384 // x.element_size())
     ba = _blocks(A, max(1, min(64, 16384 // x.element_size() // bb)))
-    K.index_rows(x.reshape(A, D, B), idx, y.reshape(A, n, B), BA=ba, BB=bb)
+    K.index_rows(x.reshape(A, D, B), idx, y.reshape(A, n, B), BA=ba, BB=bb, SPLIT=int(B > bb))
     return y
 
 
@@ -397,7 +400,8 @@ def _gather_views(input: Any, dim: int, index: Any, fn: str) -> tuple[Any, Any, 
             raise RuntimeError(f"Size does not match at dimension {k} expected index {list(index.shape)} to be "
                                f"no larger than self {list(input.shape)} apart from dimension {d}")
     if index.numel():
-        lo, hi = int(index.min()), int(index.max())
+        lo_t, hi_t = torch.aminmax(index)
+        lo, hi = int(lo_t), int(hi_t)
         if lo < 0 or hi >= xs[d]:
             bad = lo if lo < 0 else hi
             raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {xs[d]}")
@@ -433,7 +437,7 @@ def gather(input: Any, dim: int, index: Any) -> Any:
         bd = _blocks(D, 16384 // es)
         cap = max(1, min(16384 // (bd * es), 4096 // bn))
         br = _blocks(A, 1 << (cap.bit_length() - 1))
-        K.gather_last(x.reshape(A, D), idx.reshape(A, n), y.reshape(A, n), BR=br, BN=bn, BD=bd)
+        K.gather_last(x.reshape(A, D), idx.reshape(A, n), y.reshape(A, n), BR=br, BN=bn, BD=bd, SPLIT=int(D > bd))
     else:
         bc = _blocks(B, 128 if es >= 4 else 256)
         bn = _blocks(n, max(1, 2048 // bc))
@@ -473,7 +477,8 @@ def scatter_add(input: Any, dim: int, index: Any, src: Any) -> Any:
                                f"no larger than self {list(input.shape)} apart from dimension {d}")
     xs = list(input.shape) if input.dim() else [1]
     if index.numel():
-        lo, hi = int(index.min()), int(index.max())
+        lo_t, hi_t = torch.aminmax(index)
+        lo, hi = int(lo_t), int(hi_t)
         if lo < 0 or hi >= xs[d]:
             bad = lo if lo < 0 else hi
             raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {xs[d]}")
@@ -547,9 +552,10 @@ def _tri(input: Any, diagonal: int, upper: bool) -> Any:
         return y
     M, N = x.shape[-2], x.shape[-1]
     x3, y3 = x.reshape(-1, M, N), y.reshape(-1, M, N)
-    bc = _blocks(N, 4096 // max(1, x.element_size()) * 2)
+    split = _pow2(N) * x.element_size() > 16384   # rows up to 16 KiB move whole (no inner loop)
+    bc = _blocks(N, 4096 // max(1, x.element_size()) * 2) if split else _pow2(N)
     br = _blocks(M, max(1, min(64, 8192 // bc)))
-    K.tri_kernel(x3, y3, _iota_col(br), int(diagonal), UPPER=int(upper), BR=br, BC=bc)
+    K.tri_kernel(x3, y3, _iota_col(br), int(diagonal), UPPER=int(upper), BR=br, BC=bc, SPLIT=int(split))
     return y
 
 
@@ -602,6 +608,8 @@ def pad(input: Any, pad: Sequence[int], mode: str = "constant", value: float | N
         if y.numel():
             _copy_rows(cur.reshape(1, -1), y.reshape(1, -1), 0, 0, y.numel())
         return y
+    if min(dims) >= input.dim() - 2:   # only the last one or two dims: one pad2d pass
+        return _pad_last2(cur, out_shape, pads, v)
     for d in sorted(dims):   # outermost first: later passes work on the smaller inner rows
         i = input.dim() - 1 - d
         pl, pr = pads[2 * i], pads[2 * i + 1]
@@ -623,6 +631,24 @@ def pad(input: Any, pad: Sequence[int], mode: str = "constant", value: float | N
         cur = y
     return cur
 
+
+
+def _pad_last2(x: Any, out_shape: list[int], pads: list[int], value: Any) -> Any:
+    """pad of the last dim, or the last two, as one pad2d launch on (P, H, W) -> (P, OH, OW) views."""
+    y = torch.empty(out_shape, dtype=x.dtype)
+    if y.numel() == 0:
+        return y
+    W, OW = x.shape[-1], out_shape[-1]
+    if x.dim() >= 2 and len(pads) >= 4:
+        H, OH, top = x.shape[-2], out_shape[-2], pads[2]
+    else:   # the last dim only: every leading row is a row of one plane
+        H, OH, top = max(1, math.prod(x.shape[:-1])), max(1, math.prod(out_shape[:-1])), 0
+    P = x.numel() // max(H * W, 1) if x.numel() else y.numel() // (OH * OW)
+    br, bc = _cols(OW, x.element_size())
+    fl = x.dtype.is_floating_point
+    K.pad2d(x.reshape(P, H, W), y.reshape(P, OH, OW), top, pads[0], float(value) if fl else 0.0,
+            0 if fl else int(value), FLOAT=int(fl), BR=br, BC=bc, SPLIT=int(OW > bc))
+    return y
 
 def pad_backward(grad: Any, pad_: Sequence[int]) -> Any:
     """Gradient of constant pad: grad cropped back (pad with the negated widths)."""

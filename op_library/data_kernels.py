@@ -9,7 +9,11 @@ selects and index arithmetic.
   "other" dims (up to six, in output order) by div/mod with their sizes o1..o5 and their strides
   s0..s5 in x's flat (A, B) index: scalar work, once per block.
 - `copy2d` / `fill2d` / `fill2d_int`: y[r, yo + c] = x[r, xo + c] (or a value) for c < n: cat,
-  its backward (split), stack, constant pad (a row pad per padded dim), full / fill.
+  its backward (split), stack, constant pad of dims before the last two (a row pad per padded dim),
+  full / fill. `pad2d`: constant pad (or crop) of the last one or two dims in one pass (also the
+  padded planes of op_library.pool).
+- Kernels with a SPLIT Const move rows that fit one block whole (SPLIT=0): a nested loop costs a
+  pipe barrier per block, which stops one block's store from overlapping the next block's load.
 - `tri_kernel`: tril / triu on (B, M, N): a row-index column (the host's 0..BR-1 table) against
   dsl.arange of the columns, dsl.where.
 - `index_rows` (index_select along a dim, and its backward `index_add_rows` by atomic adds into an
@@ -94,6 +98,83 @@ def fill2d_int(y: GM, yo: int, n: int, value: int, BR: Const[int] = 8, BC: Const
         y[r, yo + c.start:yo + c.start + c.len] = value
 
 
+
+@dsl.kernel
+def pad2d(x: GM, y: GM, top: int, left: int, fv: float, iv: int, FLOAT: Const[int] = 1, BR: Const[int] = 16,
+          BC: Const[int] = 1024, SPLIT: Const[int] = 0):
+    """Constant pad of the last two dims in one pass: y[p, i, j] = x[p, i - top, j - left] where that lies
+    inside x (P, H, W), else the value (fv; iv for integer / bool y with FLOAT=0); negative top / left
+    (and an output smaller than x + top) crop. Blocks of BR output rows of a plane are dealt over the
+    cores; in each, the rows above and below x are filled, the others get their left and right borders
+    filled and the kept band copied (GM -> UB -> GM). SPLIT=0: rows of up to BC elements move whole
+    (no inner loop, so blocks overlap their loads and stores); SPLIT=1: BC columns at a time."""
+    H = x.shape[1]
+    W = x.shape[2]
+    OH = y.shape[1]
+    OW = y.shape[2]
+    r0 = dsl.max(top, 0)
+    r1 = dsl.min(top + H, OH)
+    c0 = dsl.max(left, 0)
+    c1 = dsl.max(dsl.min(left + W, OW), c0)
+    for p, r in dsl.tiles2d((y.shape[0], OH), (1, BR)):
+        pi = p.start
+        rs = r.start
+        re = r.start + r.len
+        tb = dsl.min(re, r0)
+        ba = dsl.max(rs, r1)
+        ma = dsl.max(rs, r0)
+        mb = dsl.min(re, r1)
+        if SPLIT == 0:
+            if FLOAT:
+                if tb > rs:   # rows above x
+                    y[pi, rs:dsl.min(rs + BR, tb), 0:dsl.min(BC, OW)] = fv
+                if re > ba:   # rows below x
+                    y[pi, ba:dsl.min(ba + BR, re), 0:dsl.min(BC, OW)] = fv
+                if mb > ma and c0 > 0:
+                    y[pi, ma:dsl.min(ma + BR, mb), 0:dsl.min(BC, c0)] = fv
+                if mb > ma and OW > c1:
+                    y[pi, ma:dsl.min(ma + BR, mb), c1:dsl.min(c1 + BC, OW)] = fv
+            else:
+                if tb > rs:
+                    y[pi, rs:dsl.min(rs + BR, tb), 0:dsl.min(BC, OW)] = iv
+                if re > ba:
+                    y[pi, ba:dsl.min(ba + BR, re), 0:dsl.min(BC, OW)] = iv
+                if mb > ma and c0 > 0:
+                    y[pi, ma:dsl.min(ma + BR, mb), 0:dsl.min(BC, c0)] = iv
+                if mb > ma and OW > c1:
+                    y[pi, ma:dsl.min(ma + BR, mb), c1:dsl.min(c1 + BC, OW)] = iv
+            if mb > ma and c1 > c0:   # the kept band
+                y[pi, ma:dsl.min(ma + BR, mb), c0:dsl.min(c0 + BC, c1)] = \
+                    x[pi, ma - top:dsl.min(ma + BR, mb) - top, c0 - left:dsl.min(c0 + BC, c1) - left]
+        else:
+            if tb > rs:
+                for c in dsl.range(0, OW, BC):
+                    if FLOAT:
+                        y[pi, rs:dsl.min(rs + BR, tb), c:dsl.min(c + BC, OW)] = fv
+                    else:
+                        y[pi, rs:dsl.min(rs + BR, tb), c:dsl.min(c + BC, OW)] = iv
+            if re > ba:
+                for c in dsl.range(0, OW, BC):
+                    if FLOAT:
+                        y[pi, ba:dsl.min(ba + BR, re), c:dsl.min(c + BC, OW)] = fv
+                    else:
+                        y[pi, ba:dsl.min(ba + BR, re), c:dsl.min(c + BC, OW)] = iv
+            if mb > ma:
+                for c in dsl.range(0, c0, BC):
+                    if FLOAT:
+                        y[pi, ma:dsl.min(ma + BR, mb), c:dsl.min(c + BC, c0)] = fv
+                    else:
+                        y[pi, ma:dsl.min(ma + BR, mb), c:dsl.min(c + BC, c0)] = iv
+                for c in dsl.range(c0, c1, BC):
+                    y[pi, ma:dsl.min(ma + BR, mb), c:dsl.min(c + BC, c1)] = \
+                        x[pi, ma - top:dsl.min(ma + BR, mb) - top, c - left:dsl.min(c + BC, c1) - left]
+                for c in dsl.range(c1, OW, BC):
+                    if FLOAT:
+                        y[pi, ma:dsl.min(ma + BR, mb), c:dsl.min(c + BC, OW)] = fv
+                    else:
+                        y[pi, ma:dsl.min(ma + BR, mb), c:dsl.min(c + BC, OW)] = iv
+
+
 @dsl.kernel
 def cast_kernel(x: GM, y: GM, TILE: Const[int] = 4096):
     """y = x cast to y's dtype (flat)."""
@@ -119,26 +200,36 @@ def arange_i(y: GM, start: int, step: int, TILE: Const[int] = 4096):
 
 @dsl.kernel
 def tri_kernel(x: GM, y: GM, iota: GM, diag: int, UPPER: Const[int] = 0, BR: Const[int] = 16,
-               BC: Const[int] = 1024):
+               BC: Const[int] = 1024, SPLIT: Const[int] = 1):
     """y[b] = tril(x[b], diag) (UPPER=0) or triu(x[b], diag) (UPPER=1); x, y (B, M, N), iota (BR, 1) = 0..BR-1."""
     N = x.shape[2]
     for b, r in dsl.tiles2d((x.shape[0], x.shape[1]), (1, BR)):
         lim = iota[0:r.len, :] + (r.start + diag)          # (rows, 1): the diagonal column of each row
-        for c in dsl.range(0, N, BC):
-            cols = dsl.arange(dsl.min(c + BC, N) - c, dtype=i32) + c
-            keep = (cols <= lim) if UPPER == 0 else (cols >= lim)
-            xt = x[b.start, r, c:dsl.min(c + BC, N)]
-            y[b.start, r, c:dsl.min(c + BC, N)] = dsl.where(keep, xt, 0)
+        if SPLIT == 0:   # whole rows (N <= BC): no inner loop, so blocks overlap load, select and store
+            cols0 = dsl.arange(dsl.min(BC, N), dtype=i32)
+            keep0 = (cols0 <= lim) if UPPER == 0 else (cols0 >= lim)
+            y[b.start, r, 0:dsl.min(BC, N)] = dsl.where(keep0, x[b.start, r, 0:dsl.min(BC, N)], 0)
+        else:
+            for c in dsl.range(0, N, BC):
+                cols = dsl.arange(dsl.min(c + BC, N) - c, dtype=i32) + c
+                keep = (cols <= lim) if UPPER == 0 else (cols >= lim)
+                xt = x[b.start, r, c:dsl.min(c + BC, N)]
+                y[b.start, r, c:dsl.min(c + BC, N)] = dsl.where(keep, xt, 0)
 
 
 @dsl.kernel
-def index_rows(x: GM, idx: GM, y: GM, BA: Const[int] = 8, BB: Const[int] = 1024):
-    """y[a, j, :] = x[a, idx[j], :] for x (A, D, B), y (A, n, B); the DSL checks each idx[j] (E404)."""
+def index_rows(x: GM, idx: GM, y: GM, BA: Const[int] = 8, BB: Const[int] = 1024, SPLIT: Const[int] = 1):
+    """y[a, j, :] = x[a, idx[j], :] for x (A, D, B), y (A, n, B); the DSL checks each idx[j] (E404).
+    SPLIT=0 (B <= BB): whole rows, no inner loop, so one block's store overlaps the next one's load;
+    SPLIT=1: BB columns at a time."""
     B = x.shape[2]
     for j, a in dsl.tiles2d((idx.shape[0], x.shape[0]), (1, BA)):
         i = idx[j.start]
-        for c in dsl.range(0, B, BB):
-            y[a, j.start, c:dsl.min(c + BB, B)] = x[a, i, c:dsl.min(c + BB, B)]
+        if SPLIT == 0:
+            y[a, j.start, 0:dsl.min(BB, B)] = x[a, i, 0:dsl.min(BB, B)]
+        else:
+            for c in dsl.range(0, B, BB):
+                y[a, j.start, c:dsl.min(c + BB, B)] = x[a, i, c:dsl.min(c + BB, B)]
 
 
 @dsl.kernel
@@ -152,20 +243,25 @@ def index_add_rows(g: GM, idx: GM, gx: GM, BA: Const[int] = 8, BB: Const[int] = 
 
 
 @dsl.kernel
-def gather_last(x: GM, idx: GM, y: GM, BR: Const[int] = 8, BN: Const[int] = 256, BD: Const[int] = 1024):
+def gather_last(x: GM, idx: GM, y: GM, BR: Const[int] = 8, BN: Const[int] = 256, BD: Const[int] = 1024,
+                SPLIT: Const[int] = 1):
     """y[r, c] = x[r, idx[r, c]] for x (R, D), idx / y (R, n): x's row taken BD columns at a time, each
-    chunk gathered where the index falls in it (the host has checked 0 <= idx < D)."""
+    chunk gathered where the index falls in it (the host has checked 0 <= idx < D). SPLIT=0 (D <= BD):
+    one chunk and no inner loop, so blocks overlap their loads, gathers and stores."""
     D = x.shape[1]
     for r, c in dsl.tiles2d((idx.shape[0], idx.shape[1]), (BR, BN)):
         it = idx[r, c]
-        acc = dsl.gather(x[r, 0:dsl.min(BD, D)], dsl.minimum(it, BD - 1), axis=1)
-        for d in dsl.range(BD, D, BD):
-            loc = it - d
-            inside = loc >= 0
-            g = dsl.gather(x[r, d:dsl.min(d + BD, D)], dsl.minimum(dsl.maximum(loc, 0), dsl.min(d + BD, D) - d - 1),
-                           axis=1)
-            acc = dsl.where(inside, g, acc)
-        y[r, c] = acc
+        if SPLIT == 0:
+            y[r, c] = dsl.gather(x[r, 0:dsl.min(BD, D)], it, axis=1)
+        else:
+            acc = dsl.gather(x[r, 0:dsl.min(BD, D)], dsl.minimum(it, BD - 1), axis=1)
+            for d in dsl.range(BD, D, BD):
+                loc = it - d
+                inside = loc >= 0
+                g = dsl.gather(x[r, d:dsl.min(d + BD, D)],
+                               dsl.minimum(dsl.maximum(loc, 0), dsl.min(d + BD, D) - d - 1), axis=1)
+                acc = dsl.where(inside, g, acc)
+            y[r, c] = acc
 
 
 @dsl.kernel

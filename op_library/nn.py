@@ -25,8 +25,11 @@ Ops (torch's names, arguments and defaults; CPU tensors in and out):
   plus the smoothing term). Probability (float) targets are not supported (NotImplementedError).
 - `nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
   reduction="mean")` and `nll_loss_backward(grad, input, target, weight=None, ignore_index=-100,
-  reduction="mean")`: one scalar read per row (`nll_rows_kernel`); the gradient is a one-hot row per
-  target (`nll_backward_kernel`).
+  reduction="mean")`: the scalar unit reads each row's target and log-probability. sum / mean: the
+  reads are added up per block of rows in f32 (`nll_sum_kernel`, one store per block) and the block
+  sums by `sum_kernel`; the targets' range check is the reads' own bounds check (E404 becomes torch's
+  IndexError "Target t is out of bounds."), so the host only converts them to int32. none: one
+  value per row (`nll_rows_kernel`). The gradient is a one-hot row per target (`nll_backward_kernel`).
 - `mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None)` and
   `mse_loss_backward(grad, input, target, reduction="mean") -> (grad_input, grad_target)`. Inputs of
   different shapes are broadcast as torch does (expanded and made contiguous on the host, a copy);
@@ -46,6 +49,7 @@ Everything computes in f32 and rounds once to the input's dtype (f32, f16, bf16)
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import torch
@@ -263,7 +267,7 @@ def _reduce(rows: torch.Tensor, reduction: str, den: torch.Tensor | None, dtype:
     """f32 per-row values -> the 0-d result of sum / mean (mean divides by sum(den))."""
     out = torch.empty(1, dtype=dtype)
     mean = reduction == "mean"
-    K.sum_kernel(rows.reshape(-1), out, rows.reshape(-1) if den is None else den.reshape(-1), MEAN=int(mean))
+    K.sum_kernel[1](rows.reshape(-1), out, rows.reshape(-1) if den is None else den.reshape(-1), MEAN=int(mean))
     return out.reshape(())
 
 
@@ -364,6 +368,8 @@ def nll_loss(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
     """torch.nn.functional.nll_loss: -weight[t] * input[t] per row (0 where t == ignore_index), reduced."""
     _check_reduction(reduction, size_average, reduce, "nll_loss")
     C = _check_loss_args(input, target, weight, "nll_loss")
+    if reduction != "none" and -2**31 <= ignore_index < 2**31:
+        return _nll_reduced(input, target, weight, ignore_index, reduction, C)
     tgt = _targets32(target, C, ignore_index)
     x = _rows(input)
     w = _weight_arg(weight)
@@ -376,6 +382,37 @@ def nll_loss(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
         return loss.reshape(target.shape)
     return _reduce(loss, reduction, wt, input.dtype)
 
+
+
+_NLL_R = 64   # rows per block of nll_sum_kernel
+_E404_INDEX = re.compile(r"index (-?\d+) is outside")
+
+
+def _nll_reduced(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int,
+                 reduction: str, C: int) -> torch.Tensor:
+    """nll_loss with reduction sum / mean: nll_sum_kernel's per-block sums, then sum_kernel."""
+    t = target.reshape(-1)
+    if t.dtype == torch.int64 and t.numel():
+        lo, hi = torch.aminmax(t)   # int64 targets that int32 cannot hold: the full check (it raises)
+        if int(lo) < -2**31 or int(hi) >= 2**31:
+            _targets32(target, C, ignore_index)
+    tgt = t.contiguous().to(torch.int32)
+    x = _rows(input)
+    M = x.shape[0]
+    out = torch.empty(1, dtype=input.dtype)
+    if M == 0:
+        K.sum_kernel[1](torch.zeros(1), out, torch.zeros(1), MEAN=int(reduction == "mean"))
+        return out.reshape(())
+    part = torch.empty(2, -(-M // _NLL_R), dtype=torch.float32)
+    try:
+        K.nll_sum_kernel(x, tgt, _weight_arg(weight), part, ignore_index, R=_NLL_R, HAS_W=int(weight is not None))
+    except KernelError as e:
+        m = _E404_INDEX.search(e.message) if e.code == "E404" else None
+        if m is None:
+            raise
+        raise IndexError(f"Target {m.group(1)} is out of bounds.") from None
+    K.sum_kernel[1](part[0], out, part[1], MEAN=int(reduction == "mean"))   # one core: its single tile
+    return out.reshape(())
 
 def nll_loss_backward(grad: torch.Tensor, input: torch.Tensor, target: torch.Tensor,
                       weight: torch.Tensor | None = None, ignore_index: int = -100,

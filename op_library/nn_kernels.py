@@ -125,6 +125,32 @@ def nll_rows_kernel(x: GM, tgt: GM[i32], w: GM[f32], loss: GM, wt: GM[f32], ign:
                 wt[j:j + 1] = 1.0
 
 
+
+@dsl.kernel
+def nll_sum_kernel(x: GM, tgt: GM[i32], w: GM[f32], part: GM[f32, 2], ign: int, R: Const[int] = 64,
+                   HAS_W: Const[int] = 0):
+    """part[0, b] = -sum of w[t_j] * x[j, t_j] and part[1, b] = sum of w[t_j] over the rows j of block b
+    (rows with t_j == ign add 0; w = 1 without HAS_W): the scalar unit reads each target and its
+    log-probability and adds them up in f32, one store per block of R rows (sum_kernel adds the
+    blocks). A target outside [0, C) is caught by the read's bounds check (E404)."""
+    for t in dsl.tiles(tgt.shape[0], R):
+        s = 0.0
+        d = 0.0
+        for r in dsl.range(t.len):
+            j = t.start + r
+            i = tgt[j]
+            if i != ign:
+                if HAS_W:
+                    wi = w[i]
+                    s = s + wi * x[j, i]
+                    d = d + wi
+                else:
+                    s = s + x[j, i]
+                    d = d + 1.0
+        b = t.start // R
+        part[0:1, b:b + 1] = dsl.full((1, 1), -s, f32)
+        part[1:2, b:b + 1] = dsl.full((1, 1), d, f32)
+
 @dsl.kernel
 def ce_rows_kernel(x: GM, tgt: GM[i32, 2], w: GM[f32], wt: GM[f32, 2], loss: GM, ign: int, a: float,
                    b: float, ninf: float, R: Const[int] = 8, CB: Const[int] = 2048, HAS_W: Const[int] = 0,

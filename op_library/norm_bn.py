@@ -32,8 +32,9 @@ _SB = 2048
 @dsl.kernel
 def batch_norm_fwd(x: GM, w: GM, b: GM, rm: GM, rv: GM, y: GM, eps: float, momentum: float,
                    TRAIN: Const[int] = 1, UPDATE: Const[int] = 1, HAS_W: Const[int] = 1, HAS_B: Const[int] = 1,
-                   SB: Const[int] = 2048):
-    """x, y (N, C, S); w, b, rm, rv (1, C). One channel per tile."""
+                   SB: Const[int] = 2048, WHOLE: Const[int] = 0):
+    """x, y (N, C, S); w, b, rm, rv (1, C). One channel per tile. WHOLE=1 (S <= SB): one window per
+    sample, no inner loop (a nested loop costs a pipe barrier per sample)."""
     N = x.shape[0]
     S = x.shape[2]
     cnt = N * S
@@ -42,14 +43,21 @@ def batch_norm_fwd(x: GM, w: GM, b: GM, rm: GM, rv: GM, y: GM, eps: float, momen
         if TRAIN == 1:
             acc = dsl.zeros((1, 1), f32)
             for n in dsl.range(N):
-                for s in dsl.range(0, S, SB):
-                    acc = acc + dsl.sum(dsl.cast(x[n, c:c + 1, s], f32), axis=1, keepdims=True)
+                if WHOLE == 1:
+                    acc = acc + dsl.sum(dsl.cast(x[n, c:c + 1, 0:dsl.min(SB, S)], f32), axis=1, keepdims=True)
+                else:
+                    for s in dsl.range(0, S, SB):
+                        acc = acc + dsl.sum(dsl.cast(x[n, c:c + 1, s], f32), axis=1, keepdims=True)
             mean = acc / cnt
             acc2 = dsl.zeros((1, 1), f32)
             for n in dsl.range(N):
-                for s in dsl.range(0, S, SB):
-                    d = dsl.cast(x[n, c:c + 1, s], f32) - mean
-                    acc2 = acc2 + dsl.sum(d * d, axis=1, keepdims=True)
+                if WHOLE == 1:
+                    d1 = dsl.cast(x[n, c:c + 1, 0:dsl.min(SB, S)], f32) - mean
+                    acc2 = acc2 + dsl.sum(d1 * d1, axis=1, keepdims=True)
+                else:
+                    for s in dsl.range(0, S, SB):
+                        d = dsl.cast(x[n, c:c + 1, s], f32) - mean
+                        acc2 = acc2 + dsl.sum(d * d, axis=1, keepdims=True)
             var = acc2 / cnt
             if UPDATE == 1:
                 rm[0:1, c:c + 1] = dsl.cast(dsl.cast(rm[0:1, c:c + 1], f32) * (1.0 - momentum) + mean * momentum,
@@ -66,8 +74,12 @@ def batch_norm_fwd(x: GM, w: GM, b: GM, rm: GM, rv: GM, y: GM, eps: float, momen
         if HAS_B == 1:
             sh = sh + dsl.cast(b[0:1, c:c + 1], f32)
         for n in dsl.range(N):
-            for s in dsl.range(0, S, SB):
-                y[n, c:c + 1, s] = dsl.cast(dsl.cast(x[n, c:c + 1, s], f32) * sc + sh, y.dtype)
+            if WHOLE == 1:
+                y[n, c:c + 1, 0:dsl.min(SB, S)] = dsl.cast(dsl.cast(x[n, c:c + 1, 0:dsl.min(SB, S)], f32) * sc + sh,
+                                                          y.dtype)
+            else:
+                for s in dsl.range(0, S, SB):
+                    y[n, c:c + 1, s] = dsl.cast(dsl.cast(x[n, c:c + 1, s], f32) * sc + sh, y.dtype)
 
 
 @dsl.kernel
@@ -121,35 +133,54 @@ def batch_norm_bwd(g: GM, x: GM, w: GM, rm: GM, rv: GM, gx: GM, gw: GM, gb: GM, 
 
 @dsl.kernel
 def group_norm_fwd(x: GM, w: GM, b: GM, y: GM, G: int, eps: float, HAS_W: Const[int] = 1, HAS_B: Const[int] = 1,
-                   SB: Const[int] = 2048):
-    """x, y (N * G, Cg, S); w, b (G, Cg). One (sample, group) row per tile."""
+                   SB: Const[int] = 2048, SINGLE: Const[int] = 0):
+    """x, y (N * G, Cg, S); w, b (G, Cg), or (G * Cg, 1) columns with SINGLE. One (sample, group) row per
+    tile. SINGLE=1 (the row fits UB): the (Cg, S) row is loaded once, its mean and variance (two-pass)
+    taken in UB and the result stored from it (one read of x instead of three)."""
     CG = x.shape[1]
     S = x.shape[2]
     cnt = CG * S
     for t in dsl.tiles(x.shape[0], 1):
         row = t.start
         gi = row % G
-        acc = dsl.zeros((1, 1), f32)
-        for ci in dsl.range(CG):
-            for s in dsl.range(0, S, SB):
-                acc = acc + dsl.sum(dsl.cast(x[row, ci:ci + 1, s], f32), axis=1, keepdims=True)
-        mean = acc / cnt
-        acc2 = dsl.zeros((1, 1), f32)
-        for ci in dsl.range(CG):
-            for s in dsl.range(0, S, SB):
-                d = dsl.cast(x[row, ci:ci + 1, s], f32) - mean
-                acc2 = acc2 + dsl.sum(d * d, axis=1, keepdims=True)
-        rs = dsl.rsqrt(acc2 / cnt + eps)
-        for ci in dsl.range(CG):
-            if HAS_W == 1:
-                sc = rs * dsl.cast(w[gi:gi + 1, ci:ci + 1], f32)
+        if SINGLE == 1:
+            if x.dtype == f32:
+                xt = x[row, :, :]
             else:
-                sc = rs * 1.0     # (written before ae02d4f fixed `sc = rs` aliasing; either form is right now)
-            sh = dsl.zeros((1, 1), f32) - mean * sc
+                xt = dsl.cast(x[row, :, :], f32)
+            m1 = dsl.sum(dsl.sum(xt, axis=1, keepdims=True), axis=0, keepdims=True) / cnt
+            dv = xt - m1
+            r1 = dsl.rsqrt(dsl.sum(dsl.sum(dv * dv, axis=1, keepdims=True), axis=0, keepdims=True) / cnt + eps)
+            if HAS_W == 1:
+                sc1 = dsl.cast(w[gi * CG:gi * CG + CG, 0:1], f32) * r1
+            else:
+                sc1 = dsl.zeros((CG, 1), f32) + r1
             if HAS_B == 1:
-                sh = sh + dsl.cast(b[gi:gi + 1, ci:ci + 1], f32)
-            for s in dsl.range(0, S, SB):
-                y[row, ci:ci + 1, s] = dsl.cast(dsl.cast(x[row, ci:ci + 1, s], f32) * sc + sh, y.dtype)
+                y[row, :, :] = dsl.cast(dv * sc1 + dsl.cast(b[gi * CG:gi * CG + CG, 0:1], f32), y.dtype)
+            else:
+                y[row, :, :] = dsl.cast(dv * sc1, y.dtype)
+        else:
+            acc = dsl.zeros((1, 1), f32)
+            for ci in dsl.range(CG):
+                for s in dsl.range(0, S, SB):
+                    acc = acc + dsl.sum(dsl.cast(x[row, ci:ci + 1, s], f32), axis=1, keepdims=True)
+            mean = acc / cnt
+            acc2 = dsl.zeros((1, 1), f32)
+            for ci in dsl.range(CG):
+                for s in dsl.range(0, S, SB):
+                    d = dsl.cast(x[row, ci:ci + 1, s], f32) - mean
+                    acc2 = acc2 + dsl.sum(d * d, axis=1, keepdims=True)
+            rs = dsl.rsqrt(acc2 / cnt + eps)
+            for ci in dsl.range(CG):
+                if HAS_W == 1:
+                    sc = rs * dsl.cast(w[gi:gi + 1, ci:ci + 1], f32)
+                else:
+                    sc = rs * 1.0     # (written before ae02d4f fixed `sc = rs` aliasing; either form is right now)
+                sh = dsl.zeros((1, 1), f32) - mean * sc
+                if HAS_B == 1:
+                    sh = sh + dsl.cast(b[gi:gi + 1, ci:ci + 1], f32)
+                for s in dsl.range(0, S, SB):
+                    y[row, ci:ci + 1, s] = dsl.cast(dsl.cast(x[row, ci:ci + 1, s], f32) * sc + sh, y.dtype)
 
 
 @dsl.kernel
@@ -252,8 +283,14 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     rv = running_var.view(1, c) if running_var is not None else torch.empty((1, 1))
     batch_norm_fwd(input.contiguous().view(n, c, s), _vec(weight, input, (1, c)), _vec(bias, input, (1, c)), rm, rv,
                    y.view(n, c, s), float(eps), float(momentum), TRAIN=int(training), UPDATE=update,
-                   HAS_W=int(weight is not None), HAS_B=int(bias is not None), SB=_SB)
+                   HAS_W=int(weight is not None), HAS_B=int(bias is not None), **_whole(s))
     return y
+
+
+def _whole(s: int) -> dict[str, int]:
+    """SB / WHOLE for batch_norm_fwd: samples' channel rows up to 8192 elements move whole."""
+    sb = 1 << max(0, s - 1).bit_length()
+    return {"SB": sb, "WHOLE": 1} if sb <= 8192 else {"SB": _SB, "WHOLE": 0}
 
 
 def batch_norm_backward(grad_output: torch.Tensor, input: torch.Tensor, running_mean: torch.Tensor | None,
@@ -289,6 +326,9 @@ def _gn_check(input: torch.Tensor, num_groups: int, weight: Any, bias: Any) -> t
     return n, c, math.prod(input.shape[2:])
 
 
+_GN_SINGLE = 6400   # elements of a (Cg, S) group row loaded whole (about 25 KiB of f32 per slot)
+
+
 def group_norm(input: torch.Tensor, num_groups: int, weight: torch.Tensor | None = None,
                bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
     """torch.nn.functional.group_norm (module docstring)."""
@@ -297,9 +337,11 @@ def group_norm(input: torch.Tensor, num_groups: int, weight: torch.Tensor | None
     y = torch.empty(input.shape, dtype=input.dtype)
     if input.numel() == 0:
         return y
-    group_norm_fwd(input.contiguous().view(n * g, c // g, s), _vec(weight, input, (g, c // g)),
-                   _vec(bias, input, (g, c // g)), y.view(n * g, c // g, s), g, float(eps),
-                   HAS_W=int(weight is not None), HAS_B=int(bias is not None), SB=_SB)
+    single = (c // g) * s <= _GN_SINGLE   # the group's row fits UB: one read of x
+    shape = (c, 1) if single else (g, c // g)
+    group_norm_fwd(input.contiguous().view(n * g, c // g, s), _vec(weight, input, shape),
+                   _vec(bias, input, shape), y.view(n * g, c // g, s), g, float(eps),
+                   HAS_W=int(weight is not None), HAS_B=int(bias is not None), SB=_SB, SINGLE=int(single))
     return y
 
 

@@ -19,8 +19,11 @@ Dataflow. The input is viewed as B = N*C planes (B, H, W).
    Avg divides the sum by torch's divisor, which is separable: divisor(oh, ow) = rh[oh] * cw[ow]
    with two small f32 tensors computed on the host from index arithmetic (`_avg_divisors`:
    the window clipped to the padded input (count_include_pad) or to the input
-   (count_include_pad=False), or rh = divisor_override, cw = 1). The kernel loads cw once per
-   core and rh[oh:oh+1] (a (1,) tile broadcast over the row) per output row.
+   (count_include_pad=False), or rh = divisor_override, cw = 1). avg takes R output rows at a
+   time (R the largest divisor of OH up to 16): each tap is one 2-D window stepped by SH rows and
+   SW columns, cw is loaded once per core and rh[oh:oh+R] as an (R, 1) column.
+   The padded planes come from data_kernels.pad2d (blocks of rows in one pass) when no cast is
+   needed, else from `pad_kernel`.
 3. The backward kernels own whole planes (`dsl.tiles(B, 1)`: one core per plane, so the
    read-modify-write below is race-free). Each core zeroes its plane of an f32 padded gradient
    buffer (the same (HP, WP) as the forward), then for every output row and tap loads the
@@ -40,6 +43,7 @@ from typing import Any
 
 import dsl
 from dsl import GM, Const, f32
+from op_library.data_kernels import pad2d
 
 __all__ = ["max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward"]
 
@@ -98,19 +102,22 @@ def max_pool_kernel(xp: GM, y: GM, ind: GM, iota: GM, W: int, PH: Const[int] = 0
 
 @dsl.kernel
 def avg_pool_kernel(xp: GM, y: GM, rh: GM, cw: GM, KH: Const[int] = 2, KW: Const[int] = 2,
-                    SH: Const[int] = 2, SW: Const[int] = 2):
-    """y[b, oh, :] = (sum over taps of strided rows of the zero-padded planes, in f32) / (rh[oh] * cw)."""
+                    SH: Const[int] = 2, SW: Const[int] = 2, R: Const[int] = 1):
+    """y[b, oh, :] = (sum over taps of strided windows of the zero-padded planes, in f32) / (rh[oh] * cw):
+    R output rows at a time (R divides OH, so every block is whole), each tap one 2-D window stepped by
+    SH rows and SW columns; rh is (OH, 1)."""
     OW = y.shape[2]
     L = (OW - 1) * SW + 1
     cwt = cw[0:OW]
-    for b, r in dsl.tiles2d((y.shape[0], y.shape[1]), (1, 1)):
+    for b, r in dsl.tiles2d((y.shape[0], y.shape[1]), (1, R)):
         p = b.start
-        oh = r.start
-        s = dsl.cast(xp[p, oh * SH, 0:L:SW], f32)
+        h0 = r.start * SH
+        s = dsl.cast(xp[p, h0:h0 + (R - 1) * SH + 1:SH, 0:L:SW], f32)
         for kk in dsl.range(1, KH * KW):
-            a = (kk % KW)
-            s = s + dsl.cast(xp[p, oh * SH + kk // KW, a:a + L:SW], f32)
-        y[p, oh, :] = dsl.cast(s / (rh[oh:oh + 1] * cwt), y.dtype)
+            a = kk % KW
+            hk = h0 + kk // KW
+            s = s + dsl.cast(xp[p, hk:hk + (R - 1) * SH + 1:SH, a:a + L:SW], f32)
+        y[p, r, :] = dsl.cast(s / (rh[r, 0:1] * cwt), y.dtype)
 
 
 @dsl.kernel
@@ -195,12 +202,23 @@ def _avg_factors(H: int, W: int, k: tuple[int, int], s: tuple[int, int], p: tupl
 
 def pad_planes(x3: Any, ph: int, pw: int, fill: float, dtype: Any = None, size: Any = None) -> Any:
     """A (B, H + 2ph, W + 2pw) copy of the planes x3 (B, H, W), the border set to fill. size=(HP, WP)
-    makes the buffer larger on the bottom/right (x still at (ph, pw), the rest fill)."""
+    makes the buffer larger on the bottom/right (x still at (ph, pw), the rest fill). With nothing to
+    pad (and no cast) it is x3 itself: callers only read it."""
     torch = _torch()
     B, H, W = x3.shape
     HP, WP = size if size is not None else (H + 2 * ph, W + 2 * pw)
+    if (HP, WP) == (H, W) and (dtype is None or dtype == x3.dtype):   # nothing to pad: x3 itself
+        return x3.contiguous()
     xp = torch.empty((B, HP, WP), dtype=dtype or x3.dtype)
-    pad_kernel(x3, xp, float(fill), PT=ph, PL=pw)
+    if xp.dtype == x3.dtype and xp.numel():   # one pass of blocks of rows (data_kernels.pad2d)
+        bc = 1 << max(0, WP - 1).bit_length()
+        split = bc * xp.element_size() > 16384
+        if split:
+            bc = 16384 // xp.element_size()
+        br = max(1, min(64, 16384 // xp.element_size() // bc))
+        pad2d(x3, xp, ph, pw, float(fill), 0, FLOAT=1, BR=1 << (br.bit_length() - 1), BC=bc, SPLIT=int(split))
+    else:
+        pad_kernel(x3, xp, float(fill), PT=ph, PL=pw)
     return xp
 
 
@@ -270,7 +288,10 @@ def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, c
     rh, cw = _avg_factors(H, W, (KH, KW), (SH, SW), (PH, PW), OH, OW, count_include_pad, divisor_override)
     xp = pad_planes(x.contiguous().reshape(N * C, H, W), PH, PW, 0.0, size=(HP, WP))
     y = torch.empty((N * C, OH, OW), dtype=x.dtype)
-    avg_pool_kernel(xp, y, rh, cw, KH=KH, KW=KW, SH=SH, SW=SW)
+    if y.numel():
+        # output rows per block: a divisor of OH, up to 16 and ~2048 outputs (UB holds a few such tiles)
+        rows = max(r for r in range(1, 17) if OH % r == 0 and (r == 1 or r * OW <= 2048))
+        avg_pool_kernel(xp, y, rh.reshape(-1, 1), cw, KH=KH, KW=KW, SH=SH, SW=SW, R=rows)
     return y.reshape(N, C, OH, OW)
 
 

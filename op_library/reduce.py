@@ -30,6 +30,9 @@ without dim give it to the NaNs); max / min with dim and argmax-style routes go 
 var / std use the mean (recomputed from x); logsumexp g * exp(x - out); norm as torch's
 norm_backward (p = 2 masks zero norms, p = inf shares among |x| == norm or NaN); cumsum is a
 reversed cumsum of the grad.
+cumsum: a blocked scan on the cube (op_library.reduce_kernels), no host copy: along the last dim
+(I == 1) (BM, 64) blocks of each row block times the 64 x 64 upper triangle of ones, plus the carried
+row sums on V; along an inner dim the lower triangle times (64, BN) blocks of each (R, I) slab.
 
 Limits: float inputs only (f32, f16, bf16; torch's integer sums give int64, not provided);
 `out=` is not taken; `sum(dtype=)` and `cumsum(dtype=)` pick the output dtype (floats only);
@@ -39,17 +42,21 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from op_library._plan import PLANS, Builder, tensor_sig
 from op_library.reduce_kernels import (
     bwd_cols_kernel,
     bwd_rows_kernel,
     cols_kernel,
-    cumsum_cols_kernel,
+    cumsum_cube_cols_kernel,
+    cumsum_rows_kernel,
     rows_kernel,
+    tri_ones_kernel,
 )
 
 __all__ = ["sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "logsumexp", "norm",
@@ -206,11 +213,66 @@ def _aux_of(t: torch.Tensor, v: _View) -> torch.Tensor:
     return t if t.dtype == torch.float32 else t.float()  # (a dtype cast of the saved result only)
 
 
+# ----------------------------------------------------------------------------- planned sum / mean
+def _sum_fast(name: str, input: Any, dim: Any, keepdim: Any, dtype: Any) -> tuple[Any, Any]:
+    """(plan key, result) of sum / mean on a contiguous CPU tensor: a cached plan's result, or None
+    and the key to build one under (key None: no plan for these arguments)."""
+    if not isinstance(input, torch.Tensor) or type(keepdim) is not bool or \
+            not (dtype is None or isinstance(dtype, torch.dtype)):
+        return None, None
+    if dim is None or type(dim) is int:
+        dk: Any = dim
+    elif isinstance(dim, (tuple, list)) and all(type(d) is int for d in dim):
+        dk = ("dims", *dim)
+    else:
+        return None, None
+    sig = tensor_sig(input)
+    if sig is None or not PLANS.enabled():
+        return None, None
+    key = (name, dk, keepdim, dtype, sig)
+    plan = PLANS.get(key)
+    return key, (plan(input) if plan is not None else None)
+
+
+def _sum_planned(key: Any, input: torch.Tensor, v: _View, keepdim: bool, out_dtype: torch.dtype,
+                 scale: float) -> torch.Tensor:
+    """`_reduce(v, "sum", ...)` then `_finish` as a plan (the same launches): the result is allocated
+    in its final shape and viewed (O, I) by the kernels. The index / aux placeholders are plan
+    constants: MODE "sum" never writes them."""
+    O, R, I = v.O, v.R, v.I
+    b = Builder(key, (input,), operator.itemgetter(1))
+    b.alloc(_out_shape(v.shape, v.dims, keepdim), out_dtype)
+    if O * I == 0:
+        return b.finish()
+    aux = b.v(b.const(_dummy()), (1, 1))
+    dummy_idx = b.v(b.const(_dummy(_I32)), (1, 1))
+    if I > 1:
+        BR, C = _col_tiles(O, R, I, input.element_size())
+        iota = b.v(b.const(torch.arange(BR, dtype=_I32).reshape(BR, 1)), (BR, 1))
+        b.run(cols_kernel, b.v(0, (O * R, I)), b.v(1, (O, I)), dummy_idx, aux, iota, R, float(scale), _INF,
+              MODE="sum", POST="none", BR=BR, C=C, NB=64)
+        return b.finish()
+    x2, width = b.v(0, (O, R)), R
+    while True:
+        BR, C = _row_tiles(O, width)
+        nch = -(-width // C)
+        final = nch == 1
+        part = b.v(1, (O, I)) if final else b.v(b.alloc((O, nch), torch.float32), (O, nch))
+        b.run(rows_kernel, x2, part, dummy_idx, aux, dummy_idx, float(scale) if final else 1.0, _INF, MODE="sum",
+              POST="none", BR=BR, C=C)
+        if final:
+            return b.finish()
+        x2, width = part, nch
+
+
 # ----------------------------------------------------------------------------- forward ops
 def sum(input: torch.Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
         ) -> torch.Tensor:
     """torch.sum(input, dim=None, keepdim=False, *, dtype=None): f32 accumulation, blocked (module doc).
     No `out=`."""
+    key, res = _sum_fast("sum", input, dim, keepdim, dtype)
+    if res is not None:
+        return res
     _check_float(input, "input", "sum")
     v = _View(input, _dims(input, dim))
     out_dtype = dtype or input.dtype
@@ -218,12 +280,17 @@ def sum(input: torch.Tensor, dim: Any = None, keepdim: bool = False, *, dtype: t
         raise RuntimeError(f"sum(): dtype must be float32, float16 or bfloat16 in op_library, got {out_dtype}")
     if v.R == 0:
         return _finish(torch.zeros((v.O, v.I), dtype=out_dtype), v, keepdim)
+    if key is not None and v.perm is None:
+        return _sum_planned(key, input, v, keepdim, out_dtype, 1.0)
     return _finish(_reduce(v, "sum", out_dtype)[0], v, keepdim)
 
 
 def mean(input: torch.Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
          ) -> torch.Tensor:
     """torch.mean(input, dim=None, keepdim=False, *, dtype=None) (the sum's kernel, scaled by 1/N). No `out=`."""
+    key, res = _sum_fast("mean", input, dim, keepdim, dtype)
+    if res is not None:
+        return res
     if isinstance(input, torch.Tensor) and input.dtype not in _FLOATS and dtype is None:
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
                            f"complex dtype. Got: {_SCALAR_NAMES.get(input.dtype, str(input.dtype))}")
@@ -232,6 +299,8 @@ def mean(input: torch.Tensor, dim: Any = None, keepdim: bool = False, *, dtype: 
     out_dtype = dtype or input.dtype
     if v.R == 0:
         return _finish(torch.full((v.O, v.I), float("nan"), dtype=out_dtype), v, keepdim)
+    if key is not None and v.perm is None:
+        return _sum_planned(key, input, v, keepdim, out_dtype, 1.0 / v.R)
     return _finish(_reduce(v, "sum", out_dtype, scale=1.0 / v.R)[0], v, keepdim)
 
 
@@ -411,21 +480,52 @@ def _cumsum(x: torch.Tensor, dim: int, out_dtype: torch.dtype, rev: bool) -> tor
     xc = x.contiguous()
     if I == 1:
         _cumsum_rows(xc.reshape(O, R), y.reshape(O, R), rev)
-        return y
-    _, C = _col_tiles(O, R, I, xc.element_size())
-    cumsum_cols_kernel(xc.reshape(O * R, I), y.reshape(O * R, I), R, REV=int(rev), C=C)
+    else:
+        _cumsum_cols(xc.reshape(O * R, I), y.reshape(O * R, I), O, R, rev)
     return y
 
 
+_SCAN_BK = 64   # scan block: x blocks of BK columns meet a BK x BK triangle of ones on the cube
+_TRI: dict[tuple[torch.dtype, int, bool], torch.Tensor] = {}
+
+
+def _tri(dtype: torch.dtype, lower: bool) -> torch.Tensor:
+    """The (BK, BK) triangle of ones in dtype (made by tri_ones_kernel once per process and kept)."""
+    u = _TRI.get((dtype, _SCAN_BK, lower))
+    if u is None:
+        u = torch.empty((_SCAN_BK, _SCAN_BK), dtype=dtype)
+        tri_ones_kernel(u, LOWER=int(lower), BK=_SCAN_BK)
+        _TRI[(dtype, _SCAN_BK, lower)] = u
+    return u
+
+
+def _scan_block(n: int, blocks_per: int, esize: int) -> int:
+    """Block rows (columns) of the cube scan: a multiple of 16 (up to what L0 holds double-buffered for
+    the full and the tail block) for n items split in blocks over the cores (blocks_per independent
+    groups of them): the largest block whose busiest core has within 10% of the fewest items (small
+    blocks cost per-block overhead on the host)."""
+    cap = 64 if esize >= 4 else 96
+    loads = {b: -(-(blocks_per * -(-n // b)) // _CORES) * b for b in range(16, cap + 1, 16)}
+    best = _bmin(loads.values())
+    return _bmax(b for b, v in loads.items() if v <= best * 1.1)
+
+
 def _cumsum_rows(x2: torch.Tensor, y2: torch.Tensor, rev: bool) -> None:
-    """Running sums along the rows of (O, R): the columns kernel on the transposed metadata view
-    (the rows of x2.T are the columns of x2), through a contiguous copy."""
+    """Running sums along the rows of (O, R): cumsum_rows_kernel, (BM, BK) blocks times the upper
+    (REV: lower) triangle of ones on the cube, the carried row sums added on V."""
     O, R = x2.shape
-    xt = x2.t().contiguous()
-    yt = torch.empty((R, O), dtype=y2.dtype)
-    _, C = _col_tiles(1, R, O, xt.element_size())
-    cumsum_cols_kernel(xt, yt, R, REV=int(rev), C=C)
-    y2.copy_(yt.t())
+    bm = _scan_block(O, 1, x2.element_size())
+    flag = torch.empty((-(-O // bm), 8), dtype=torch.float32)
+    cumsum_rows_kernel(x2, _tri(x2.dtype, rev), y2, flag, REV=int(rev), BM=bm, BK=_SCAN_BK)
+
+
+def _cumsum_cols(x2: torch.Tensor, y2: torch.Tensor, O: int, R: int, rev: bool) -> None:
+    """Running sums down the columns of each (R, I) slab of the (O * R, I) view: cumsum_cube_cols_kernel,
+    the lower (REV: upper) triangle of ones times (BK, BN) blocks on the cube, the carried row added on V."""
+    I = x2.shape[1]
+    bn = _scan_block(I, O, x2.element_size())
+    flag = torch.empty((O * -(-I // bn), 8), dtype=torch.float32)
+    cumsum_cube_cols_kernel(x2, _tri(x2.dtype, not rev), y2, flag, R, REV=int(rev), BN=bn, BK=_SCAN_BK)
 
 
 # ----------------------------------------------------------------------------- backward

@@ -11,8 +11,11 @@ The input is viewed as (O, R, I): R the reduced block, O the dims before it, I t
   the R % BR tail rows are added one at a time.
 - `bwd_rows_kernel` / `bwd_cols_kernel`: the backward, elementwise over x's (O, R, I) view with the
   (O, I) per-output values (grad, result, mean, tie count, index) broadcast along R.
-- `cumsum_rows_kernel` / `cumsum_cols_kernel`: running sums along R (forward: ascending, backward:
-  the same kernels on a reversed walk, REV=1).
+- `cumsum_rows_kernel` (I == 1) / `cumsum_cube_cols_kernel` (I > 1): running sums along R as a blocked
+  scan on the cube: BK-long blocks times a BK x BK triangle of ones (`tri_ones_kernel`, kept in L1)
+  plus the running sum carried from the blocks before, added on V (forward: ascending, backward: the
+  same kernels walking from the end with the other triangle, REV=1). f16 / bf16 multiply by exact
+  ones and accumulate in f32. Blocks with a non-finite carry are redone by sequential adds (0 * inf).
 
 MODE (forward): sum, abs (sum |x|), sq (sum x^2), dev (sum (x - aux)^2), exp (sum exp(x - aux'),
 aux' = aux with +-inf replaced by 0 as torch's logsumexp), eq (count of x == aux), eqabs (count of
@@ -278,13 +281,130 @@ def bwd_cols_kernel(x: GM, g: GM, out: GM, aux: GM, idx: GM, gx: GM, R: int, sca
 
 
 @dsl.kernel
-def cumsum_cols_kernel(x: GM, y: GM, R: int, REV: Const[int] = 0, C: Const[int] = 512):
-    """y[o * R + r, i] = sum of x[o * R + s, i] for s <= r (REV=1: s >= r), in f32 (x, y viewed (O * R, I))."""
-    for o, c in dsl.tiles2d((x.shape[0] // dsl.max(R, 1), x.shape[1]), (1, C)):
-        acc = dsl.zeros((1, c.len), f32)
-        for t in dsl.range(R):
-            row = o.start * R + t
+def tri_ones_kernel(u: GM, LOWER: Const[int] = 0, BK: Const[int] = 64):
+    """u (BK, BK) = 1 where i <= j (LOWER=0: the upper triangle) or i >= j (LOWER=1), else 0: the scan
+    matrices of the cube cumsum kernels, made once per dtype, size and direction."""
+    for t in dsl.tiles(BK, 1):
+        j = dsl.arange(BK, dtype=i32)
+        if LOWER == 1:
+            u[t.start:t.start + 1, :] = dsl.cast(j <= t.start, u.dtype)
+        else:
+            u[t.start:t.start + 1, :] = dsl.cast(j >= t.start, u.dtype)
+
+
+@dsl.kernel
+def cumsum_rows_kernel(x: GM, u: GM, y: GM, flag: GM[f32], REV: Const[int] = 0, BM: Const[int] = 128,
+                       BK: Const[int] = 64):
+    """y[m, k] = sum of x[m, j] for j <= k (REV=1: j >= k) in f32, x / y (M, R). A row block walks R in
+    (BM, BK) blocks (REV=1: from the end), the R % BK tail last: the cube multiplies each by the triangle
+    of ones u (upper for REV=0, lower for REV=1; kept in L1), V adds the running row sums carried from
+    the blocks before and takes the new carry (the block's last column, REV=1: first) as a masked row
+    sum. Full blocks are static windows (the host's fast path), only the tail has a runtime length.
+    A non-finite x makes 0 * x NaN in the products of the columns it does not reach, so a row block
+    whose carry ends non-finite (flag[b, 0], read back by the scalar unit) is done again by
+    sequential column adds."""
+    R = x.shape[1]
+    nf = R // BK
+    u1 = dsl.alloc(dsl.L1, (BK, BK), x.dtype)
+    dsl.copy(u1, u[:, :])
+    for m in dsl.tiles(x.shape[0], BM):
+        carry = dsl.zeros((m.len, 1), f32)
+        if REV == 1:
+            hot = dsl.arange(BK, dtype=i32) == 0
+        else:
+            hot = dsl.arange(BK, dtype=i32) == BK - 1
+        for i in dsl.range(nf):
+            k = i * BK
             if REV == 1:
-                row = o.start * R + R - 1 - t
-            acc += dsl.cast(x[row:row + 1, c], f32)
-            y[row:row + 1, c] = dsl.cast(acc, y.dtype)
+                k = R - (i + 1) * BK
+            acc = dsl.zeros((BM, BK), f32)
+            acc += x[m, k:k + BK] @ u1[:, :]
+            t = acc + carry
+            carry = dsl.sum(dsl.where(hot, t, 0.0), axis=1, keepdims=True)
+            if y.dtype == f32:
+                y[m, k:k + BK] = t
+            else:
+                y[m, k:k + BK] = dsl.cast(t, y.dtype)
+        if nf * BK < R:
+            k0 = nf * BK
+            if REV == 1:
+                k0 = 0
+            kl = dsl.min(BK, R - nf * BK)
+            acc1 = dsl.zeros((BM, BK), f32)
+            acc1 += x[m, k0:k0 + kl] @ u1[0:kl, 0:kl]
+            t1 = acc1 + carry
+            if REV == 1:
+                hot1 = dsl.arange(kl, dtype=i32) == 0
+            else:
+                hot1 = dsl.arange(kl, dtype=i32) == kl - 1
+            carry = dsl.sum(dsl.where(hot1, t1, 0.0), axis=1, keepdims=True)
+            y[m, k0:k0 + kl] = dsl.cast(t1, y.dtype)
+        b = m.start // BM
+        flag[b:b + 1, 0:1] = dsl.sum(carry * 0.0, axis=0, keepdims=True)
+        f = flag[b, 0]
+        if f != f:
+            e = m.start + m.len
+            for r0 in dsl.range(m.start, e, 16):   # 16 rows at a time: small UB columns
+                run = dsl.zeros((dsl.min(r0 + 16, e) - r0, 1), f32)
+                for c in dsl.range(R):
+                    col = c
+                    if REV == 1:
+                        col = R - 1 - c
+                    run += dsl.cast(x[r0:dsl.min(r0 + 16, e), col:col + 1], f32)
+                    y[r0:dsl.min(r0 + 16, e), col:col + 1] = dsl.cast(run, y.dtype)
+
+
+@dsl.kernel
+def cumsum_cube_cols_kernel(x: GM, u: GM, y: GM, flag: GM[f32], R: int, REV: Const[int] = 0, BN: Const[int] = 64,
+                            BK: Const[int] = 64):
+    """y[o * R + r, i] = sum of x[o * R + s, i] for s <= r (REV=1: s >= r) in f32, x / y viewed (O * R, I):
+    the column form of cumsum_rows_kernel. (1, BN) column blocks of each o walk R in (BK, BN) blocks
+    (the tail last), multiplied on the cube from the left by the triangle u (lower for REV=0, upper for
+    REV=1); the carry is a row (the block's last row, REV=1: first, gathered on V). A block whose carry
+    ends non-finite (flag[b, 0]) is done again one row at a time."""
+    nf = R // BK
+    u1 = dsl.alloc(dsl.L1, (BK, BK), x.dtype)
+    dsl.copy(u1, u[:, :])
+    for o, n in dsl.tiles2d((x.shape[0] // dsl.max(R, 1), x.shape[1]), (1, BN)):
+        base = o.start * R
+        carry = dsl.zeros((1, n.len), f32)
+        if REV == 1:
+            pick = dsl.zeros((1, n.len), i32)
+        else:
+            pick = dsl.zeros((1, n.len), i32) + (BK - 1)
+        for i in dsl.range(nf):
+            k = base + i * BK
+            if REV == 1:
+                k = base + R - (i + 1) * BK
+            acc = dsl.zeros((BK, BN), f32)
+            acc += u1[:, :] @ x[k:k + BK, n]
+            t = acc + carry
+            carry = dsl.gather(t, pick, axis=0)
+            if y.dtype == f32:
+                y[k:k + BK, n] = t
+            else:
+                y[k:k + BK, n] = dsl.cast(t, y.dtype)
+        if nf * BK < R:
+            k0 = base + nf * BK
+            if REV == 1:
+                k0 = base
+            kl = dsl.min(BK, R - nf * BK)
+            acc1 = dsl.zeros((BK, BN), f32)
+            acc1 += u1[0:kl, 0:kl] @ x[k0:k0 + kl, n]
+            t1 = acc1 + carry
+            if REV == 1:
+                carry = dsl.gather(t1, dsl.zeros((1, n.len), i32), axis=0)
+            else:
+                carry = dsl.gather(t1, dsl.zeros((1, n.len), i32) + (kl - 1), axis=0)
+            y[k0:k0 + kl, n] = dsl.cast(t1, y.dtype)
+        b = (o.start * ((x.shape[1] + BN - 1) // BN)) + n.start // BN
+        flag[b:b + 1, 0:1] = dsl.sum(carry * 0.0, axis=1, keepdims=True)
+        f = flag[b, 0]
+        if f != f:
+            run = dsl.zeros((1, n.len), f32)
+            for c in dsl.range(R):
+                row = base + c
+                if REV == 1:
+                    row = base + R - 1 - c
+                run += dsl.cast(x[row:row + 1, n], f32)
+                y[row:row + 1, n] = dsl.cast(run, y.dtype)

@@ -254,3 +254,17 @@ def test_pool_half_ceil_mode(dtype: torch.dtype) -> None:
     gxa = avg_pool2d_backward(gya, x.shape, 3, 2, 1, **kw)
     assert gxa.dtype == dtype
     torch.testing.assert_close(gxa.float(), xr.grad.to(dtype).float(), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("hw,k,s,p", [((34, 40), 2, 2, 0), ((13, 9), 1, 1, 0), ((8, 2100), 3, 1, 1),
+                                      ((56, 56), 3, 2, 1), ((30, 30), 3, 3, 0)])
+def test_avg_pool2d_row_blocks(hw: tuple[int, int], k: int, s: int, p: int) -> None:
+    """avg_pool2d takes R output rows per block (the largest divisor of OH up to 16 that keeps R * OW
+    within 2048: here OH = 17 gives R = 1, OH = 13 R = 13, OW = 2100 R = 1), and inputs that need no
+    padding are read in place (no padded copy), for max_pool2d too."""
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(2, 3, *hw, generator=g)
+    torch.testing.assert_close(avg_pool2d(x, k, s, p), F.avg_pool2d(x, k, s, p))
+    y, i = max_pool2d(x, k, s, p)
+    ty, ti = F.max_pool2d(x, k, s, p, return_indices=True)
+    assert torch.equal(y, ty) and torch.equal(i, ti)

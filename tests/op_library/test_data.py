@@ -51,6 +51,20 @@ def test_gather_chunks_of_a_long_dim() -> None:
     assert torch.equal(D.gather(x, 1, idx), torch.gather(x, 1, idx))
 
 
+
+def test_wide_rows_take_the_split_paths() -> None:
+    """Rows wider than one block (SPLIT=1) and rows that move whole (SPLIT=0) give the same results:
+    index_select, gather along the last dim and tril / triu."""
+    g = torch.Generator().manual_seed(8)
+    for cols in (300, 5000):
+        x = torch.randn(6, cols, generator=g)
+        i = torch.randint(0, 6, (9,), generator=g)
+        assert torch.equal(D.index_select(x, 0, i), x[i])
+        idx = torch.randint(0, cols, (6, 40), generator=g)
+        assert torch.equal(D.gather(x, 1, idx), torch.gather(x, 1, idx))
+        assert torch.equal(D.tril(x, 3), torch.tril(x, 3))
+        assert torch.equal(D.triu(x.reshape(2, 3, cols), -1), torch.triu(x.reshape(2, 3, cols), -1))
+
 def test_int64_results_and_fill_in_place() -> None:
     assert torch.equal(D.arange(10), torch.arange(10))
     assert D.arange(10).dtype == torch.int64
@@ -96,6 +110,25 @@ def test_scatter_add_accumulates_repeats() -> None:
     gin, gsrc = D.scatter_add_backward(torch.ones(3, 4), 0, idx, src.shape)
     assert torch.equal(gin, torch.ones(3, 4)) and gsrc.shape == (6, 5) and float(gsrc.sum()) == 8.0
 
+
+
+@pytest.mark.parametrize("pads", [(1, 1, 1, 1), (3, 130), (0, 0, 20, 5), (-5, 2, -2, 3), (-50, -40, -2, -3),
+                                  (2, 2, 40, 1), (1, 2, 0, 0), (0, 0, 1, 0, 0, 0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
+def test_pad_last_two_dims_one_pass(pads: tuple[int, ...], dtype: torch.dtype) -> None:
+    """Padding of the last dim or two is one pad2d launch: borders, crops (negative widths), pads wider
+    than the input, integer / bool values, rows that move whole and rows wider than one block."""
+    g = torch.Generator().manual_seed(5)
+    for shape in ((3, 37, 100), (2, 3, 6000)):
+        x = (torch.randn(*shape, generator=g) * 4).to(dtype)
+        v = True if dtype == torch.bool else 7 if not dtype.is_floating_point else 2.5
+        try:
+            want = F.pad(x, pads, value=v)
+        except RuntimeError:   # cropped below zero: torch's error
+            with pytest.raises(RuntimeError, match="non-negative"):
+                D.pad(x, pads, value=v)
+            continue
+        assert torch.equal(D.pad(x, pads, value=v), want)
 
 def test_adaptive_avg_pool2d_empty_batch() -> None:
     for x in (torch.randn(0, 2, 3, 3), torch.randn(2, 0, 5, 5)):

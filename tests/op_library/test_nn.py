@@ -79,6 +79,33 @@ def test_ignored_target_may_be_out_of_range() -> None:
     assert N.cross_entropy(x, allign).isnan() and F.cross_entropy(x, allign).isnan()
 
 
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("bad", [7, -3, 5, 2**33 + 1])
+def test_nll_loss_reduced_target_checks(reduction: str, weighted: bool, bad: int) -> None:
+    """sum / mean leave the targets' range check to the kernel's bounds-checked reads (E404): the text
+    is still torch's, for targets past C, negative ones, and int64 ones int32 cannot hold."""
+    x = torch.randn(70, 5).log_softmax(-1)
+    w = torch.rand(5) if weighted else None
+    t = torch.randint(0, 5, (70,))
+    t[::9] = -100
+    torch.testing.assert_close(N.nll_loss(x, t, w, reduction=reduction), F.nll_loss(x, t, w, reduction=reduction))
+    t[66] = bad
+    with pytest.raises(IndexError, match=rf"^Target {bad} is out of bounds\.$"):
+        N.nll_loss(x, t, w, reduction=reduction)
+    with pytest.raises(IndexError, match=rf"^Target {bad} is out of bounds\.$"):
+        F.nll_loss(x, t, w, reduction=reduction)
+
+
+def test_nll_loss_empty_and_all_ignored() -> None:
+    x = torch.randn(0, 5)
+    t = torch.zeros(0, dtype=torch.long)
+    assert N.nll_loss(x, t).isnan() and F.nll_loss(x, t).isnan()
+    assert N.nll_loss(x, t, reduction="sum").item() == 0.0 == F.nll_loss(x, t, reduction="sum").item()
+    x2, t2 = torch.randn(3, 4), torch.full((3,), -100)
+    assert N.nll_loss(x2, t2).isnan() and F.nll_loss(x2, t2).isnan()
+
 def test_embedding_kernel_checks_indices_itself() -> None:
     """A bad index that reaches the kernel (here by calling it directly) is E404, not a wild read;
     the op translates it to torch's IndexError."""

@@ -49,6 +49,31 @@ def test_blocked_paths() -> None:
     torch.testing.assert_close(N.layer_norm(x, (12000,), w), F.layer_norm(x, (12000,), w), atol=1e-4, rtol=1e-5)
 
 
+
+@pytest.mark.parametrize("shape,groups", [((2, 6, 40, 40), 3), ((2, 4, 5, 7), 2), ((2, 4, 100, 100), 2)])
+def test_group_norm_single_load_and_blocked(shape: tuple[int, ...], groups: int) -> None:
+    """A (sample, group) row that fits UB is loaded once (mean, variance and the result from UB); a
+    larger one (4 x 2 x 10000 here) takes the three blocked passes; with and without affine."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(*shape, generator=g) * 3 + 1
+    w, b = torch.randn(shape[1], generator=g), torch.randn(shape[1], generator=g)
+    torch.testing.assert_close(N.group_norm(x, groups, w, b), F.group_norm(x, groups, w, b), atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(N.group_norm(x, groups), F.group_norm(x, groups), atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("s", [49, 3136, 9000])
+def test_batch_norm_whole_and_chunked_rows(s: int) -> None:
+    """Per-sample channel rows up to 8192 elements move whole (WHOLE=1), longer ones in SB chunks."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(3, 4, s, generator=g) + 2
+    rm, rv = torch.zeros(4), torch.ones(4)
+    trm, trv = rm.clone(), rv.clone()
+    w, b = torch.randn(4, generator=g), torch.randn(4, generator=g)
+    torch.testing.assert_close(N.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5),
+                               F.batch_norm(x, trm, trv, w, b, True, 0.1, 1e-5), atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(rm, trm)
+    torch.testing.assert_close(rv, trv)
+
 def test_layer_norm_errors_match_torch() -> None:
     x = torch.randn(3, 4, 5)
     for call in (lambda m: m.layer_norm(x, (4,)), lambda m: m.layer_norm(x, (5,), torch.randn(4)),

@@ -57,6 +57,44 @@ def test_nan_and_inf() -> None:
     assert isinstance(R.max(x, 1), torch.return_types.max) and isinstance(R.min(x, 1), torch.return_types.min)
 
 
+
+def _rev_cumsum(x: torch.Tensor, d: int) -> torch.Tensor:
+    return torch.flip(torch.cumsum(torch.flip(x, [d]), d), [d])
+
+
+@pytest.mark.parametrize("shape,dim", [((5, 200), 1), ((200, 5), 0), ((3, 130, 20), 1)])
+def test_cumsum_non_finite_as_torch(shape, dim) -> None:  # type: ignore[no-untyped-def]
+    """The cube scan multiplies a block by a triangle of ones, so 0 * inf would put NaN before an inf;
+    blocks whose carry ends non-finite are redone by sequential adds: NaN / +-inf land where torch
+    puts them, in full blocks and in the tail, forward and backward (the reversed walk)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(*shape, generator=g)
+    flat = x.view(-1)
+    n = flat.numel()
+    flat[n // 3] = float("inf")
+    flat[n // 2] = -float("inf")
+    flat[n - 2] = float("nan")
+    flat[7] = float("inf")
+    torch.testing.assert_close(R.cumsum(x, dim), torch.cumsum(x, dim), equal_nan=True, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(R.cumsum_backward(x, dim), _rev_cumsum(x, dim), equal_nan=True, rtol=1e-5, atol=1e-4)
+    # rows / columns without a non-finite value next to ones with it stay finite
+    assert torch.isfinite(R.cumsum(x, dim)).sum() == torch.isfinite(torch.cumsum(x, dim)).sum()
+
+
+def test_cumsum_blocked_scan_accuracy() -> None:
+    """Rows of 4100 (64-wide cube blocks + a 4-column tail) against float64, both walks and both
+    forms; f16 multiplies by exact ones and accumulates in f32, rounded once per output."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 4100, generator=g) + 0.5
+    want = torch.cumsum(x.double(), 1)
+    assert float((R.cumsum(x, 1).double() - want).abs().max()) < 2e-3
+    assert float((R.cumsum(x.t().contiguous(), 0).double() - want.t()).abs().max()) < 2e-3
+    assert float((R.cumsum_backward(x, 1).double() - _rev_cumsum(x.double(), 1)).abs().max()) < 2e-3
+    h = x.half()
+    got = R.cumsum(h, 1, dtype=torch.float32)
+    assert float((got.double() - torch.cumsum(h.double(), 1)).abs().max()) < 2e-3
+    torch.testing.assert_close(R.cumsum(h, 1), torch.cumsum(h.float(), 1).half(), rtol=2e-3, atol=1e-2)
+
 def test_backward_nan_and_ties_as_torch() -> None:
     x = torch.tensor([[1.0, float("nan"), 3.0], [3.0, 3.0, 1.0]])
     g = torch.ones(2)

@@ -51,6 +51,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	VINCI_HOST_ISA=$$($(BIN)/python -m compiler.host --at-most x86-64-v3) $(BIN)/python bench/run.py
 	$(BIN)/python bench/ops.py
+	VINCI_THREADS=1 $(BIN)/python bench/overhead.py
+	VINCI_THREADS=1 $(BIN)/python bench/torch_ops_overhead.py
+	$(BIN)/python bench/train.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check dsl compiler simulator op_library torch_bridge

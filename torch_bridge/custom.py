@@ -624,17 +624,18 @@ class _BwdLayout:
 
 def _backward_impl(bwd: Kernel, launch: Any, lay: _BwdLayout, consts: dict[str, Any], flatten: bool
                    ) -> Callable[..., Any]:
-    """The backward op's CPU kernel: allocate the input grads (like their inputs), launch."""
+    """The backward op's CPU kernel: allocate the input grads (like their inputs, zeroed: a backward
+    kernel may accumulate into them, e.g. a scatter-add with dsl.atomic_add), launch."""
     nin, nt = len(lay.tin), lay.ntensors
     nargs = nt + len(lay.rt)
-    env: dict[str, Any] = {"_empty_like": torch.empty_like, "_L": launch}
+    env: dict[str, Any] = {"_zeros_like": torch.zeros_like, "_L": launch}
     lines = [f"def impl({', '.join(f'a{i}' for i in range(nargs))}):"]
     for i in range(nt):
         lines += _tensor_lines(i, flatten)
     grads = []
     for j, n in enumerate(lay.gin):
         i, g = lay.tin.index(n), nargs + j
-        lines.append(f"    a{g} = _empty_like(a{i})")  # a{i} is contiguous here
+        lines.append(f"    a{g} = _zeros_like(a{i})")  # a{i} is contiguous here
         lines += _tensor_lines(g, flatten, fresh=True)
         grads.append(f"a{g}")
     # the kernel's GM parameters: saved tensors, output grads, input grads

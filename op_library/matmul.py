@@ -11,6 +11,7 @@ same kernel with its argument block marshalled once.
 """
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -101,6 +102,27 @@ def _blocks(m: int, n: int, k: int) -> dict[str, int]:
     return {"BM": 128, "BN": 128, "BK": 64}
 
 
+def _check_mm(op: str, named: tuple[tuple[str, Any], ...]) -> None:
+    """torch-style dtype checks of a matmul's tensors (the cube kernels take f32, f16, bf16 and i8),
+    naming the argument, before any kernel runs."""
+    torch = _torch()
+    ok = (torch.float32, torch.float16, torch.bfloat16, torch.int8)
+    first: tuple[str, Any] | None = None
+    for name, t in named:
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{op}(): argument '{name}' must be a Tensor, not {type(t).__name__}")
+        if t.dtype not in ok:
+            raise RuntimeError(f"{op}(): argument '{name}' has dtype {t.dtype}; the cube kernels take float32, "
+                               f"float16, bfloat16 or int8")
+        if first is None:
+            first = (name, t)
+        elif t.dtype != first[1].dtype:
+            raise RuntimeError(f"{op}(): expected {first[0]} and {name} to have the same dtype, but got: "
+                               f"{first[1].dtype} != {t.dtype}")
+
+
 def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, out_dtype: Any = None,
            cores: int | None = None) -> Any:
     """op(a) @ op(b) for 2-D torch tensors (f16, bf16, f32, i8), result in out_dtype (default: a's,
@@ -115,6 +137,7 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
             plan = PLANS.get(key)
             if plan is not None:
                 return plan(a, b)
+    _check_mm("matmul", (("a", a), ("b", b)))
     M = a.shape[1] if transpose_a else a.shape[0]
     K = a.shape[0] if transpose_a else a.shape[1]
     K2 = b.shape[1] if transpose_b else b.shape[0]
@@ -135,6 +158,7 @@ _FOURTH = operator.itemgetter(3)
 
 def bmm(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, cores: int | None = None) -> Any:
     torch = _torch()
+    _check_mm("bmm", (("a", a), ("b", b)))
     B = a.shape[0]
     M = a.shape[2] if transpose_a else a.shape[1]
     N = b.shape[1] if transpose_b else b.shape[2]
@@ -153,6 +177,12 @@ def linear(x: Any, w: Any, bias: Any = None, cores: int | None = None) -> Any:
         plan = PLANS.get(key)
         if plan is not None:
             return plan(*ins)
+    _check_mm("linear", (("input", x), ("weight", w), ("bias", bias)))
+    if w.dim() != 2 or x.dim() < 1 or x.shape[-1] != w.shape[1]:
+        rows, k = (math.prod(x.shape[:-1]), x.shape[-1]) if x.dim() else (1, 1)
+        raise RuntimeError(f"linear(): mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and "
+                           f"{'x'.join(str(d) for d in reversed(w.shape))})")
+    if s is not None:
         if x.dim() >= 1 and x.numel() > 0 and w.dim() == 2:
             return _linear_planned(key, x, w, bias, ins, cores)
     lead = x.shape[:-1]

@@ -170,6 +170,12 @@ def write_chrome_trace(profile: Profile, path: str | os.PathLike[str],
                       "efficiency": round(profile.efficiency, 4),
                       "cores": profile.n_cores, "active_cores": profile.active_cores},
     }
+    write_trace_json(doc, path)
+
+
+def write_trace_json(doc: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """Write a Chrome trace document (`{"traceEvents": [...], ...}`) to `path`, gzip-compressed if
+    the name ends in .gz (also used by torch_bridge.profiler for a whole step's trace)."""
     with gc_paused():
         text = json.dumps(doc, separators=(",", ":"))
     if os.fspath(path).endswith(".gz"):

@@ -29,9 +29,7 @@ another) and is empty when nothing is profiled; the op wrapper in ops.py calls
 """
 from __future__ import annotations
 
-import gzip
 import itertools
-import json
 import os
 import threading
 import time
@@ -43,7 +41,7 @@ from typing import Any, Protocol
 
 from dsl.record import record as _dsl_record
 from simulator.timing import PIPE_NAMES
-from simulator.trace import chrome_trace_events
+from simulator.trace import chrome_trace_events, write_trace_json
 
 __all__ = ["KernelLaunch", "KeyAverage", "KeyAverages", "OpEvent", "StepTotals", "profile",
            "record_function"]
@@ -609,13 +607,7 @@ class profile:  # noqa: N801  (named like torch.profiler.profile)
         doc = {"traceEvents": self._trace_events(instructions, max_events_per_core),
                "displayTimeUnit": "ns",
                "otherData": self._other_data()}
-        text = json.dumps(doc, separators=(",", ":"))
-        if os.fspath(path).endswith(".gz"):
-            with gzip.open(path, "wt", encoding="utf-8") as f:
-                f.write(text)
-        else:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
+        write_trace_json(doc, path)
 
     def _other_data(self) -> dict[str, Any]:
         t = self.totals

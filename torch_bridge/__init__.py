@@ -7,8 +7,9 @@ onto this module, as torch_npu does: `torch_bridge.npu_rms_norm(x, gamma)`,
 """
 import torch as _torch
 
-from torch_bridge import ops  # noqa: F401  (registers torch.ops.npu.*)
+from torch_bridge import device, ops  # noqa: F401  (ops: torch.ops.npu.*; device: npu and torch.npu, docs/device.md)
 from torch_bridge.custom import custom_op  # noqa: F401  (your DSL kernels as torch ops: docs/custom_ops.md)
+from torch_bridge.device import _cpu_alias, fallback_ops  # noqa: F401
 from torch_bridge.profiler import profile, record_function  # noqa: F401  (docs/profiling.md)
 
 for _qual in ops.OPS:

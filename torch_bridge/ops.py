@@ -293,12 +293,14 @@ IMPLS: dict[str, Callable[..., Any]] = {}
 OPS: list[str] = []   # every op defined here (qualified names, the `_backward` ops too)
 
 
-def register_impls(dispatch_key: str, lib: Library | None = None) -> None:
+def register_impls(dispatch_key: str, lib: Library | None = None,
+                   wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]] | None = None) -> None:
     """Register every op's impl (forward and `_backward`) for `dispatch_key` ("PrivateUse1" for the
-    npu device) in `lib` (default: this module's library)."""
+    npu device) in `lib` (default: this module's library); `wrap(qual, impl)`, if given, adapts each
+    impl to the key's tensors (the npu device runs them on zero-copy CPU aliases)."""
     target = lib or LIB
     for qual, impl in IMPLS.items():
-        target.impl(qual, impl, dispatch_key)
+        target.impl(qual, wrap(qual, impl) if wrap else impl, dispatch_key)
 
 
 def _register() -> None:

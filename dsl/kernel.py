@@ -330,8 +330,12 @@ class Launch:
         self.kernel, self.block_dim, self.config = kernel, block_dim, config
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        if _record.active():
-            _record.add(self.kernel.__name__, self.profile(*args, **kwargs))
+        stack = _record.active()
+        if stack:
+            if _record.timing_only(stack):
+                _record.add(self.kernel.__name__, self._timed(args, kwargs))
+            else:
+                _record.add(self.kernel.__name__, self.profile(*args, **kwargs))
             return
         if not _CFG.interpret:
             # the hot path: a recipe made by an earlier launch of the same specialisation (keyword
@@ -366,7 +370,25 @@ class Launch:
         """The same launch on another hardware config (name or path)."""
         return Launch(self.kernel, self.block_dim, config)
 
-    def _launch(self, args: tuple, kwargs: dict, trace: bool) -> "Run | None":
+    def _timed(self, args: tuple, kwargs: dict) -> "Run":
+        """Run the kernel for a timed recording (dsl.record(timed=True)): the Run of an identical
+        earlier launch when there is one (the binder's fast path runs the kernel), else a traced
+        launch whose Run is kept for the next ones."""
+        if not _CFG.interpret:
+            for b in self.kernel._binders.get((len(args), tuple(kwargs), self.block_dim, self.config or _CFG.hw,
+                                               (_CFG.stream, _CFG.host_isa, _CFG.cube_isa)), ()):
+                filled = b.fill(args + tuple(kwargs.values()) if kwargs else args)
+                if filled is not None:
+                    run = _TIMES.get(_timing_key(b.plan, b.n, filled[0]))
+                    if run is None:
+                        break   # not timed yet: the full path below traces it
+                    b.run(*filled)
+                    return run
+        run = self._launch(args, kwargs, trace=False, timed=True)
+        assert run is not None  # a timed launch always returns a Run
+        return run
+
+    def _launch(self, args: tuple, kwargs: dict, trace: bool, timed: bool = False) -> "Run | None":
         from compiler import CONFIG
 
         k = self.kernel
@@ -378,6 +400,11 @@ class Launch:
             raise _strip(e) from None
         compiled, plan = k.specialize(values, infos, cfg)
         words = _words(plan, values, infos)
+        known: Run | None = None
+        if timed:   # a timed recording: trace only a launch not timed before
+            tkey = _timing_key(plan, n, words)
+            known = _TIMES.get(tkey)
+            trace = known is None
         if CONFIG.interpret:
             from compiler import interpret
 
@@ -385,7 +412,12 @@ class Launch:
                 events = interpret(_core_ir(k, plan, cfg), plan, values, infos, cfg, n, trace)
             except KernelError as e:
                 raise _strip(e) from None
-            return None if events is None else _run(events, plan, cfg, n, infos)
+            if events is None:
+                return known
+            run = _run(events, plan, cfg, n, infos, keep_timeline=not timed)
+            if timed:
+                _TIMES.put(tkey, run)
+            return run
         printer = _Printer(plan) if plan.strings is not None and getattr(plan, "prints", True) else None
         from simulator import launch as L
 
@@ -401,18 +433,61 @@ class Launch:
                 b = _Binder.make(k, args, kwargs, values, infos, plan, compiled, cfg, n)
                 if b is not None:
                     k._binders[key] = [b] + k._binders.get(key, [])[:3]  # the newest first, a few kept
-            return None
+            return known
         assert events is not None  # a traced run returns its events
-        return _run(events, plan, cfg, n, infos)
+        run = _run(events, plan, cfg, n, infos, keep_timeline=not timed)
+        if timed:
+            _TIMES.put(tkey, run)
+        return run
 
 
-def _run(events: Any, plan: Any, cfg: Any, n: int, infos: list[_Arg | None]) -> Run:
+def _run(events: Any, plan: Any, cfg: Any, n: int, infos: list[_Arg | None], keep_timeline: bool = True) -> Run:
     """A traced launch's events (native or interpreted) timed on the model of the core."""
     from simulator.timing import simulate
 
     locs = [(loc.file, loc.line, loc.col, _line(loc)) for loc in plan.locs]
     gm = [info.nbytes for info in infos if info is not None]
-    return Run(simulate(events, cfg, locs, gm), cfg, n, plan)
+    return Run(simulate(events, cfg, locs, gm, keep_timeline=keep_timeline), cfg, n, plan)
+
+
+class _Times:
+    """The Runs of timed launches (dsl.record(timed=True)) by `_timing_key`: bounded, the oldest
+    entries dropped first."""
+
+    LIMIT = 8192
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple, Run] = {}
+
+    def get(self, key: tuple) -> "Run | None":
+        return self.runs.get(key)
+
+    def put(self, key: tuple, run: "Run") -> None:
+        runs = self.runs
+        if len(runs) >= self.LIMIT:
+            for old in list(runs)[: self.LIMIT // 4]:
+                del runs[old]
+        runs[key] = run   # the Run holds its plan, whose id is in the key: the id is not reused
+
+    def clear(self) -> None:
+        self.runs.clear()
+
+
+_TIMES = _Times()
+_ZERO_WORD = bytes(8)
+
+
+def _timing_key(plan: Any, n: int, words: Any) -> tuple:
+    """What makes two launches take the same time on the model: the specialisation (its plan), the
+    core count and the argument words (shapes, integer scalars) with the tensors' addresses and the
+    float scalars' values blanked (a float argument scales data; an optimizer's step-dependent
+    factors would otherwise make every step a new launch). The plan is keyed by identity (plans
+    compare by value); the kept Run holds it alive."""
+    w = bytearray(words)
+    for p in plan.params:
+        if p.kind == "gm" or (p.kind == "scalar" and p.scalar_ty == "f64"):
+            w[8 * p.slot: 8 * p.slot + 8] = _ZERO_WORD
+    return (id(plan), n, bytes(w))
 
 
 _CORE_IR: weakref.WeakKeyDictionary[Kernel, dict[tuple, Any]] = weakref.WeakKeyDictionary()
@@ -510,8 +585,24 @@ class _Binder:
 
     def launch(self, args: tuple) -> bool:
         """Run the kernel on `args` if they fit this recipe; False (nothing done) if they do not."""
-        if len(args) != len(self.steps):
+        filled = self.fill(args)
+        if filled is None:
             return False
+        self.run(*filled)
+        return True
+
+    def run(self, w: array.array, nbytes: int) -> None:
+        """Run the kernel on argument words `w` (from `fill`) covering `nbytes` of tensors."""
+        threads = 1 if nbytes < self.inline else _CFG.threads
+        error = self.run_cores(self.fn, w.buffer_info()[0], self.ctxs, self.n, threads)
+        if error is not None:
+            raise _strip(_launch_error(self.plan, error))
+
+    def fill(self, args: tuple) -> tuple[array.array, int] | None:
+        """The argument words for `args` and the bytes of their tensors, if they fit this recipe;
+        None if they do not."""
+        if len(args) != len(self.steps):
+            return None
         w = self.template.__copy__()
         nbytes = 0
         for st, v in zip(self.steps, args):
@@ -519,18 +610,18 @@ class _Binder:
             if kind == _GM:
                 _, slot, rank, dt, es, tp = st
                 if type(v) is not tp:
-                    return False
+                    return None
                 if tp is np.ndarray:
                     if v.dtype != dt or not v.flags.c_contiguous:
-                        return False
+                        return None
                     ptr = _np_ptr(v)
                 else:
                     if v.dtype is not dt or not (v.is_cpu or v.device.type == "npu") or not v.is_contiguous():
-                        return False
+                        return None
                     ptr = v.data_ptr()
                 shape = v.shape
                 if len(shape) != rank:
-                    return False
+                    return None
                 w[slot] = ptr
                 if rank == 1:
                     numel = w[slot + 2] = shape[0]
@@ -542,19 +633,15 @@ class _Binder:
                 nbytes += numel * es
             elif kind == _I64:
                 if type(v) is not int:
-                    return False
+                    return None
                 w[st[1]] = v
             elif kind == _F64:
                 if type(v) is not float and type(v) is not int:
-                    return False
+                    return None
                 w[st[1]] = _f64_bits(v)
             elif v is not st[1] and (type(v) is not st[2] or v != st[1]):
-                return False
-        threads = 1 if nbytes < self.inline else _CFG.threads
-        error = self.run_cores(self.fn, w.buffer_info()[0], self.ctxs, self.n, threads)
-        if error is not None:
-            raise _strip(_launch_error(self.plan, error))
-        return True
+                return None
+        return w, nbytes
 
 
 def _f64_bits(v: float) -> int:
@@ -588,9 +675,20 @@ class Prepared:
         return [v for v in (*args, *kwargs.values()) if hasattr(v, "shape") and hasattr(v, "dtype")]
 
     def __call__(self) -> None:
-        if _record.active():
-            _record.add(self.launch.kernel.__name__, self.profile())
-            return
+        stack = _record.active()
+        if stack:
+            if _record.timing_only(stack):
+                run = _TIMES.get(_timing_key(self.plan, self.n, self.words))
+                if run is None:
+                    args, kwargs = self._bound
+                    run = self.launch._launch(args, kwargs, trace=False, timed=True)
+                    assert run is not None  # a timed launch always returns a Run
+                    _record.add(self.launch.kernel.__name__, run)
+                    return
+                _record.add(self.launch.kernel.__name__, run)
+            else:
+                _record.add(self.launch.kernel.__name__, self.profile())
+                return
         if self._print:
             from simulator import launch as L
 

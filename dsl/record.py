@@ -8,6 +8,14 @@ after another on the core, as a stream runs them), `rec.bound` the sum of their 
 
 Recording is per thread and nests (an inner block's runs also reach the outer one). Outside a
 block launches take the untraced fast path and pay nothing for this.
+
+`record(timed=True)` is the cheap kind the npu device's stream timeline uses: it needs each launch's
+time, not a fresh trace of it, so a launch like an earlier one (same kernel specialisation, core
+count, shapes and integer scalars; only the tensors' addresses and float scalars differ) runs untraced and
+reuses the earlier launch's `Run` (timed without its per-instruction timeline). Only when every open
+recording is timed do launches take that path; a profile open at the same time still sees every
+launch traced. A kernel whose timing depends on its data (a gather's addresses, atomics) or on a
+float scalar's value is timed on the data of its first launch of that shape.
 """
 from __future__ import annotations
 
@@ -29,6 +37,8 @@ _LOCAL = _Local()
 class Recording:
     """The launches made inside one `record()` block, in order: (kernel name, Run)."""
     runs: list[tuple[str, Any]] = field(default_factory=list)
+    #: only the launches' times are needed: an identical earlier launch's Run may stand in
+    timed: bool = False
 
     @property
     def cycles(self) -> int:
@@ -57,18 +67,26 @@ def active() -> list[Recording] | None:
     return _LOCAL.stack or None
 
 
+def timing_only(stack: list[Recording]) -> bool:
+    """True when every open recording is a timed one (launches may reuse an earlier identical Run)."""
+    for rec in stack:
+        if not rec.timed:
+            return False
+    return True
+
+
 def add(name: str, run: Any) -> None:
     for rec in _LOCAL.stack or ():
         rec.runs.append((name, run))
 
 
 @contextmanager
-def record() -> Iterator[Recording]:
+def record(timed: bool = False) -> Iterator[Recording]:
     """Record every kernel launched by this thread inside the block (module docstring)."""
     stack = _LOCAL.stack
     if stack is None:
         stack = _LOCAL.stack = []
-    rec = Recording()
+    rec = Recording(timed=timed)
     stack.append(rec)
     try:
         yield rec

@@ -39,7 +39,9 @@ from simulator import launch as _L
 # dsl.record's per-thread stack of open recordings, read directly: `dsl.record.active()` costs
 # ~1 us per call (getattr on a thread-local that lacks the attribute raises inside), this ~0.05 us
 # (`dsl.record` the module: the package's `record` attribute is the context manager)
-_REC_LOCAL = importlib.import_module("dsl.record")._LOCAL
+_REC_MOD = importlib.import_module("dsl.record")
+_REC_LOCAL = _REC_MOD._LOCAL
+_timing_only, _record_add = _REC_MOD.timing_only, _REC_MOD.add
 
 _PACK_F64 = struct.Struct("=d").pack_into
 _CONTIG = torch.contiguous_format
@@ -119,7 +121,7 @@ class Launcher:
     parameters, in declaration order (they must be passed positionally)."""
 
     __slots__ = ("kernel", "block_dim", "args", "kwargs", "refs", "slots", "template", "fn", "ctxs", "n",
-                 "threads", "fast", "scalar_pos", "scalar_slots", "pairs", "scalar_pack")
+                 "threads", "fast", "scalar_pos", "scalar_slots", "pairs", "scalar_pack", "runs")
 
     def __init__(self, kernel: Kernel, block_dim: int | None, args: tuple[Any, ...], kwargs: dict[str, Any],
                  env: Sequence[torch.Tensor]):
@@ -148,6 +150,7 @@ class Launcher:
         self.n = prep.n
         nbytes = sum(real[i].numel() * real[i].element_size() for i in gm)
         self.threads = 1 if nbytes < _L.INLINE_BYTES else _CFG.threads
+        self.runs: dict[tuple[Any, ...] | None, Any] = {}   # timed Runs by scalar values
 
     def _resolve(self, env: Sequence[torch.Tensor], scalars: Sequence[Any] | None = None) -> list[Any]:
         args = [a.resolve(env) if isinstance(a, Ref) else a for a in self.args]
@@ -159,6 +162,20 @@ class Launcher:
     def slow(self, env: Sequence[torch.Tensor], scalars: Sequence[Any] | None = None) -> None:
         """The ordinary launch (bound, checked, recorded or interpreted as any kernel call)."""
         Launch(self.kernel, self.block_dim)(*self._resolve(env, scalars), **self.kwargs)
+
+    def timed(self, env: Sequence[torch.Tensor], scalars: Sequence[Any] | None = None) -> None:
+        """The launch inside timed recordings only (dsl.record(timed=True)): a plan's shapes are
+        fixed, so its Run is kept per scalar values; the first launch is timed on the ordinary path."""
+        # integer scalars only: float ones scale data (see dsl.kernel._timing_key)
+        key = None if scalars is None else tuple(v for (_, f64), v in zip(self.scalar_slots, scalars) if not f64)
+        run = self.runs.get(key)
+        if run is None or not self.fast:
+            self.slow(env, scalars)   # records the Run (dsl.kernel keeps it for identical launches)
+            if len(self.runs) < 64:
+                self.runs[key] = _REC_LOCAL.stack[-1].runs[-1][1]
+            return
+        self(env, scalars)
+        _record_add(self.kernel.__name__, run)
 
     def __call__(self, env: Sequence[torch.Tensor], scalars: Sequence[Any] | None = None) -> None:
         if not self.fast:
@@ -191,13 +208,16 @@ class Plan:
     result at ~2/3 of its cost) or a constant tensor the plan keeps (a placeholder or a read-only
     table); `ret(env)` makes the result."""
 
-    __slots__ = ("items", "launches", "ret", "nin")
+    __slots__ = ("items", "launches", "ret", "nin", "scalars_of")
 
     def __init__(self, inputs: Sequence[torch.Tensor | None], ret: Callable[[list[torch.Tensor]], Any]):
         self.nin = len(inputs)
         self.items: list[Any] = []
         self.launches: list[Launcher] = []
         self.ret = ret
+        #: for a plan keyed by its Python-number arguments' types, not values: maps those values to
+        #: the one launch's scalar arguments (`call_scalars`)
+        self.scalars_of: Callable[..., tuple[Any, ...]] | None = None
 
     def alloc(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """Add an allocation; returns this call's tensor."""
@@ -231,14 +251,31 @@ class Plan:
             ln.slow(env)
         self.launches.append(ln)
 
+    def call_scalars(self, inputs: Sequence[torch.Tensor], scalars: Sequence[Any]) -> Any:
+        """A call of a one-launch plan with this call's values of the kernel's scalar parameters."""
+        env = self.env(inputs)
+        ln = self.launches[0]
+        stack = _REC_LOCAL.__dict__.get("stack")
+        if not _CFG.interpret and not stack:
+            ln(env, scalars)
+        elif not _CFG.interpret and _timing_only(stack):
+            ln.timed(env, scalars)
+        else:
+            ln.slow(env, scalars)
+        return self.ret(env)
+
     def __call__(self, *inputs: torch.Tensor) -> Any:
         # the hot path: env() and fast_ok() inlined (a Python call costs ~0.1-0.2 us here)
         env = list(inputs)
         for it in self.items:
             env.append(_empty_like(it[0], memory_format=_CONTIG) if type(it) is tuple else it)
-        if not _CFG.interpret and not _REC_LOCAL.__dict__.get("stack"):
+        stack = _REC_LOCAL.__dict__.get("stack")
+        if not _CFG.interpret and not stack:
             for ln in self.launches:
                 ln(env)
+        elif not _CFG.interpret and _timing_only(stack):
+            for ln in self.launches:
+                ln.timed(env)
         else:
             for ln in self.launches:
                 ln.slow(env)

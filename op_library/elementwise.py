@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import torch
@@ -242,9 +242,13 @@ def _launch(op: str, operands: Sequence[Any], out_dtype: torch.dtype, compute: t
         plan.adopt(out_shape, out_dtype)   # `out`, allocated above
         pmn = (P, M, N)
         refs = [Ref(nt, pmn) if v is None else Ref(v[0], v[1]) for v in vshapes]
-        plan.launch([*tens, out], ew_kernel, *refs, Ref(nt, pmn), scal["sa"], scal["sb"], scal["sc"], scal["ia"],
-                    scal["ib"], scal["ic"], float(s1), int(s1) if is_int else 0, scal["qa"], scal["qb"], scal["qc"],
-                    **consts)
+        words = [scal["sa"], scal["sb"], scal["sc"], scal["ia"], scal["ib"], scal["ic"], float(s1),
+                 int(s1) if is_int else 0, scal["qa"], scal["qb"], scal["qc"]]
+        plan.launch([*tens, out], ew_kernel, *refs, Ref(nt, pmn), *words, **consts)
+        slot = next((i for i, o in enumerate(operands) if o is not None and not isinstance(o, torch.Tensor)), None)
+        if slot is not None or op.endswith("_alpha"):   # the plan is keyed by these scalars' types
+            plan.scalars_of = _scalar_words(words, slot, compute if compute in _HALF and not keep_scalar else None,
+                                            is_int, compute)
         PLANS.put(key, plan)
         return out
     for idx in itertools.product(*[range(d[0]) for d in lead]):
@@ -259,6 +263,32 @@ def _launch(op: str, operands: Sequence[Any], out_dtype: torch.dtype, compute: t
                   scal["ib"], scal["ic"], float(s1), int(s1) if is_int else 0, scal["qa"], scal["qb"],
                   scal["qc"], **consts)
     return out
+
+
+def _scalar_words(words: list[Any], slot: int | None, half: torch.dtype | None, is_int: bool,
+                  compute: torch.dtype | None) -> Callable[[Any, Any], tuple[Any, ...]]:
+    """For a plan keyed by the types of its Python-number operand and alpha (not their values): the
+    kernel's scalar arguments for this call's values, converted as `_launch` and `_arith` convert them
+    (an f16 / bf16 op rounds both to its dtype first, as torch does)."""
+    def of(v: Any, alpha: Any) -> tuple[Any, ...]:
+        w = list(words)
+        if slot is not None:
+            if half is not None:
+                v = _round_scalar(v, half)
+            w[slot] = float(v)
+            w[3 + slot] = int(v) if is_int else 0
+        if alpha is not None:
+            a = _round_scalar(alpha, compute) if compute in _HALF else alpha
+            w[6] = float(a)
+            w[7] = int(a) if is_int else 0
+        return tuple(w)
+    return of
+
+
+def _num_sig(v: Any) -> tuple[Any, ...] | None:
+    """A Python number operand as part of a plan key: its type only (the value is passed per call)."""
+    tp = type(v)
+    return ("num", tp) if tp is float or tp is int else None
 
 
 def _tensor_check(x: Any, what: str) -> None:
@@ -284,19 +314,22 @@ def _need_tensor(*xs: Any, op: str) -> None:
 
 
 # ------------------------------------------------------------------ arithmetic
-def _fast(op: str, a: Any, b: Any, extra: Any) -> tuple[Hashable | None, Any]:
+def _fast(op: str, a: Any, b: Any, extra: Any, alpha: Any = None) -> tuple[Hashable | None, Any]:
     """(plan key, result): the result of a cached plan, or None with the key to build one under (None
-    too when an argument is not a contiguous CPU tensor or a Python number: no plan)."""
+    too when an argument is not a contiguous CPU tensor or a Python number: no plan). A Python-number
+    operand and `alpha` (not 1) enter the key by type; their values are the plan's per-call scalars,
+    so `x.mul_(lr)` with a new lr each step reuses its plan."""
+    num = None
     if isinstance(a, torch.Tensor):
         ka = tensor_sig(a)
         if isinstance(b, torch.Tensor):
             kb = tensor_sig(b)
             ts: tuple[torch.Tensor, ...] = (a, b)
         else:
-            kb = scalar_sig(b)
+            kb, num = _num_sig(b) or scalar_sig(b), b
             ts = (a,)
     elif isinstance(b, torch.Tensor):
-        ka, kb, ts = scalar_sig(a), tensor_sig(b), (b,)
+        ka, kb, ts, num = _num_sig(a) or scalar_sig(a), tensor_sig(b), (b,), a
     else:
         return None, None
     if ka is None or kb is None:
@@ -304,8 +337,18 @@ def _fast(op: str, a: Any, b: Any, extra: Any) -> tuple[Hashable | None, Any]:
     key = (op, ka, kb, extra)
     plan = PLANS.get(key)
     if plan is not None:
-        return key, plan(*ts)
+        of = plan.scalars_of
+        return key, (plan(*ts) if of is None else plan.call_scalars(ts, of(num, alpha)))
     return (key if PLANS.enabled() else None), None
+
+
+def _alpha_sig(alpha: Any) -> tuple[Any, ...] | None:
+    """alpha in a plan key: 1 (no alpha term) apart from any other value, which goes by type."""
+    if type(alpha) is bool:
+        return scalar_sig(alpha)
+    if alpha == 1:
+        return ("one",)
+    return _num_sig(alpha)
 
 
 def _arith(op: str, input: Any, other: Any, alpha: Any = 1, key: Hashable | None = None) -> torch.Tensor:
@@ -323,15 +366,15 @@ def _arith(op: str, input: Any, other: Any, alpha: Any = 1, key: Hashable | None
 
 def add(input: Any, other: Any, *, alpha: Any = 1) -> torch.Tensor:
     """torch.add: input + alpha * other, broadcast (out= omitted)."""
-    ka = scalar_sig(alpha)
-    key, res = _fast("add", input, other, ka) if ka is not None else (None, None)
+    ka = _alpha_sig(alpha)
+    key, res = _fast("add", input, other, ka, None if alpha == 1 else alpha) if ka is not None else (None, None)
     return res if res is not None else _arith("add", input, other, alpha, key)
 
 
 def sub(input: Any, other: Any, *, alpha: Any = 1) -> torch.Tensor:
     """torch.sub: input - alpha * other, broadcast (out= omitted)."""
-    ka = scalar_sig(alpha)
-    key, res = _fast("sub", input, other, ka) if ka is not None else (None, None)
+    ka = _alpha_sig(alpha)
+    key, res = _fast("sub", input, other, ka, None if alpha == 1 else alpha) if ka is not None else (None, None)
     return res if res is not None else _arith("sub", input, other, alpha, key)
 
 

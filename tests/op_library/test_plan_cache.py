@@ -3,7 +3,8 @@
 Every test calls an op on the ordinary path (`PLANS.disabled()`), then twice through the plan cache
 (the first call builds the plan, the second runs it), and requires the three results to be
 bit-identical; variants change one property at a time (dtype, shape, broadcast pattern, scalar
-value, contiguity, arguments) so each gets its own plan and none is reused where it must not be."""
+value, contiguity, arguments) so each gets its own plan and none is reused where it must not be.
+Python-number operands and alpha share a plan per type: their values are per-call arguments."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -73,6 +74,26 @@ def test_binary_one_property_at_a_time(op: Callable[..., Any]) -> None:
     _check(op, x.t().contiguous().t(), y, planned=False)  # non-contiguous: the ordinary path
     _check(op, x, y.t().contiguous().t(), planned=False)
     _check(op, torch.empty(0, 16), torch.empty(0, 16), planned=False)
+
+
+@pytest.mark.parametrize("dt", [F32, F16, BF16, I32])
+def test_scalar_values_share_a_plan(dt: torch.dtype) -> None:
+    """A new Python-number value (an optimizer's step-dependent factor) runs the plan of its type, with
+    the value converted as the ordinary path converts it (rounded to f16 / bf16 first)."""
+    x = _r(8, 32, dtype=dt)
+    values = (3, -7, 11) if dt == I32 else (1e-3, 0.999, 1 / 3, -2.5e-5, float("nan"), -0.0)
+    for op in (L.add, L.sub, L.mul, L.div):
+        op(x, values[0])                                  # builds the plan for this type
+        for v in values[1:]:
+            hits = PLANS.hits
+            got = _bits(op(x, v))
+            assert PLANS.hits > hits, f"{op.__name__}({v}) built a new plan"
+            with PLANS.disabled():
+                assert got == _bits(op(x, v)), (op.__name__, v)
+        for alpha in (0.5, 1e-3, 3) if dt != I32 else (2, 5):
+            got = _bits(L.add(x, x, alpha=alpha))
+            with PLANS.disabled():
+                assert got == _bits(L.add(x, x, alpha=alpha)), alpha
 
 
 def test_alpha_and_rounding_mode() -> None:

@@ -67,6 +67,10 @@ def main() -> None:
         td, tc = _best(dev, a.reps, a.calls), _best(cpu, a.reps, a.calls)
         tn = f"{_best(npu_op, a.reps, a.calls):.1f}" if npu_op else "-"
         print(f"{name:<16}{td:>15.1f}{tn:>18}{tc:>14.1f}{td / tc:>8.1f}x")
+    from torch_bridge.device import streams
+    with streams._untimed():
+        tu = _best(cases[0][1], a.reps, a.calls)
+    print(f"add 64x64 on npu with the simulated timing off (VINCI_NPU_TIMING=0): {tu:.1f} us")
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))

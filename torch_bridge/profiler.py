@@ -23,9 +23,13 @@ kernel i at the end of kernel i-1. Host times are wall clock and include the tim
 replay of every kernel, so ops are slower while profiled than without a profile.
 
 Hooks for the rest of torch_bridge: `_ACTIVE` lists the open sinks (objects with
-``_add_event(OpEvent)``; a `profile` is one, torch.profiler's adapter for the npu device can be
-another) and is empty when nothing is profiled; the op wrapper in ops.py calls
-`_run_profiled(op_name, fn, args, kwargs)` only when `_ACTIVE` is non-empty.
+``_add_event(OpEvent)``; a `profile` is one) and is empty when nothing is profiled; the op wrappers
+(ops.py, the npu device's aten kernels) call `_run_profiled(op_name, fn, args, kwargs)` only when
+`_ACTIVE` is non-empty, and the npu CPU fallback with `fallback=True`. `_TORCH_MARK`, set by the
+torch.profiler bridge (torch_bridge.device.profiling) while a torch.profiler session records the npu
+device, wraps each op call in a marker range of torch's trace so the op's kernels can be given to
+torch's event of the call. `record_function` ranges also open torch's `record_function` while a
+torch.profiler session runs, so they show in both profilers.
 """
 from __future__ import annotations
 
@@ -35,13 +39,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import torch
+
 from dsl.record import record as _dsl_record
 from simulator.timing import PIPE_NAMES
-from simulator.trace import chrome_trace_events, write_trace_json
+from simulator.trace import write_trace_json
+from torch_bridge import profiler_trace as _trace
 
 __all__ = ["KernelLaunch", "KeyAverage", "KeyAverages", "OpEvent", "StepTotals", "profile",
            "record_function"]
@@ -53,6 +60,10 @@ class _Sink(Protocol):
 
 #: the open profiles (sinks); empty when nothing is profiled. ops.py tests it on every call.
 _ACTIVE: list[_Sink] = []
+
+#: set by the torch.profiler bridge while a torch.profiler session records the npu device: a
+#: context manager around each op call that marks it in torch's trace (module docstring)
+_TORCH_MARK: Callable[[OpEvent], AbstractContextManager[Any]] | None = None
 
 _LOCAL = threading.local()          # .stack: the OpEvents open on this thread, innermost last
 _SEQ = itertools.count()            # one order for op starts and kernel launches, all threads
@@ -102,6 +113,7 @@ class KernelLaunch:
     start_cycle: int = 0
     start_ns: int = 0
     end_ns: int = 0
+    stream: int = 0        #: the npu stream it ran on (0: the default stream, or not on the device)
 
     @property
     def cycles(self) -> int:
@@ -129,6 +141,12 @@ class OpEvent:
     parent: OpEvent | None
     input_shapes: tuple[tuple[int, ...], ...] = ()
     is_user_annotation: bool = False
+    #: the overload of an aten op ("out", "Tensor"); the row's name leaves it out, as torch's does
+    overload_name: str = ""
+    #: the npu device index of the op's tensors (-1: no npu tensor among its arguments)
+    device: int = -1
+    #: the op ran on the npu CPU fallback (host work, no kernels)
+    fallback: bool = False
     host_start_ns: int = 0
     host_end_ns: int = 0
     children: list[OpEvent] = field(default_factory=list)
@@ -164,23 +182,36 @@ def _shapes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[int, .
     return tuple(out)
 
 
+def _npu_index(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """The device index of the first npu tensor among the arguments (-1 if none)."""
+    for a in (*args, *kwargs.values()):
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, torch.Tensor) and t.device.type == "npu":
+                return int(t.device.index or 0)
+    return -1
+
+
 @contextmanager
-def _op_scope(name: str, shapes: tuple[tuple[int, ...], ...], user: bool = False
-              ) -> Iterator[OpEvent]:
+def _op_scope(name: str, shapes: tuple[tuple[int, ...], ...], user: bool = False,
+              overload: str = "", device: int = -1, fallback: bool = False) -> Iterator[OpEvent]:
     """Open an event on this thread, record the kernels launched inside, hand it to the sinks
     that were open when it started."""
     stack: list[OpEvent] | None = getattr(_LOCAL, "stack", None)
     if stack is None:
         stack = _LOCAL.stack = []
     sinks = list(_ACTIVE)
+    mark = _TORCH_MARK
     parent = stack[-1] if stack else None
     t = threading.current_thread()
-    ev = OpEvent(name, t.ident or 0, t.name, next(_SEQ), len(stack), parent, shapes, user)
+    ev = OpEvent(name, t.ident or 0, t.name, next(_SEQ), len(stack), parent, shapes, user, overload,
+                 device, fallback)
     if parent is not None:
         parent.children.append(ev)
     stack.append(ev)
     try:
-        with _stamped_record() as runs:
+        with _stamped_record() as runs, ExitStack() as marks:
+            if mark is not None:
+                marks.enter_context(mark(ev))
             ev.host_start_ns = time.perf_counter_ns()
             try:
                 yield ev
@@ -194,12 +225,25 @@ def _op_scope(name: str, shapes: tuple[tuple[int, ...], ...], user: bool = False
 
 
 def _run_profiled(op_name: str, fn: Callable[..., Any], args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> Any:
+                  kwargs: dict[str, Any], fallback: bool = False) -> Any:
     """Run ``fn(*args, **kwargs)`` as the op `op_name` for every open profile: its kernels timed
-    on the model of the core, its host time measured (ops.py calls this while `_ACTIVE`)."""
+    on the model of the core, its host time measured (the op wrappers call this while `_ACTIVE`).
+
+    An aten name's overload is kept apart ("aten::mul.out" is a call of "aten::mul", as in
+    torch.profiler). `fallback=True` marks a call run on the npu CPU fallback; when the op is
+    already open on this thread (its npu kernel handed the call to the fallback) that call is
+    marked instead of opening a second one."""
     if not _ACTIVE:
         return fn(*args, **kwargs)
-    with _op_scope(op_name, _shapes(args, kwargs)):
+    name, overload = op_name, ""
+    if "::" in op_name:
+        name, _, overload = op_name.partition(".")
+    if fallback:
+        stack = getattr(_LOCAL, "stack", None)
+        if stack and stack[-1].name == name and not stack[-1].is_user_annotation:
+            stack[-1].fallback = True
+            return fn(*args, **kwargs)
+    with _op_scope(name, _shapes(args, kwargs), False, overload, _npu_index(args, kwargs), fallback):
         return fn(*args, **kwargs)
 
 
@@ -207,11 +251,13 @@ def _run_profiled(op_name: str, fn: Callable[..., Any], args: tuple[Any, ...],
 def record_function(name: str) -> Iterator[None]:
     """Label a range of host code in the open profiles (as torch.profiler.record_function):
     it gets a host span and a row; the ops inside are its children, kernels launched directly
-    inside are its own. Does nothing when no profile is open."""
-    if not _ACTIVE:
-        yield
-        return
-    with _op_scope(name, (), user=True):
+    inside are its own. While a torch.profiler session runs the range is opened there too.
+    Does nothing when no profile is open."""
+    with ExitStack() as scopes:
+        if torch.autograd.profiler._is_profiler_enabled:
+            scopes.enter_context(torch.autograd.profiler.record_function(name))
+        if _ACTIVE:
+            scopes.enter_context(_op_scope(name, (), user=True))
         yield
 
 
@@ -382,6 +428,8 @@ class StepTotals:
     config: str
     #: busy cycles per pipe over the step, summed over cores (start-ups included)
     pipe_busy: dict[str, int] = field(default_factory=dict)
+    #: calls of ops that ran on the npu CPU fallback (host work, no kernels), by op name
+    fallbacks: dict[str, int] = field(default_factory=dict)
 
     @property
     def pipe_utilization(self) -> dict[str, float]:
@@ -406,6 +454,10 @@ class StepTotals:
             f"device {_fmt_us(self.device_seconds * 1e6)} simulated; "
             f"roofline efficiency {100 * self.efficiency:.1f}%",
             f"Pipe utilisation (busy share of {self.cores} cores x step): {util}",
+        ] + ([
+            "CPU fallback (ran on the host, no device time): "
+            + ", ".join(f"{n} x{c}" for n, c in sorted(self.fallbacks.items()))] if self.fallbacks else []
+        ) + [
             "Note: host (CPU) times include the timing model replaying every kernel while the "
             "profile is open; the ops run faster unprofiled.",
         ]
@@ -416,7 +468,7 @@ class StepTotals:
 
 # trace layout: process ids of the host, the stream and core k (100 + k); track ids in the stream
 _HOST_PID, _STREAM_PID, _CORE_PID0 = 0, 1, 100
-_KERNEL_TID, _OPS_TID0 = 1, 10
+_KERNEL_TID, _OPS_TID0 = 1, 1 << 20   # kernel tracks: _KERNEL_TID + stream id
 
 
 class profile:  # noqa: N801  (named like torch.profiler.profile)
@@ -500,12 +552,22 @@ class profile:  # noqa: N801  (named like torch.profiler.profile)
             ev.kernels.sort(key=lambda k: k.seq)
             ev.self_kernels = [k for k in ev.kernels if k.op is ev]
         kernels = sorted(by_run.values(), key=lambda k: k.seq)
-        cycle = ns = 0
-        for k in kernels:   # one stream: each kernel starts when the previous one ends
-            k.start_cycle, k.start_ns = cycle, ns
-            cycle += k.cycles
-            ns += round(k.cycles * 1000 / k.run.cfg.clock_mhz)
-            k.end_ns = ns
+        got = [getattr(k.run, "_npu_place", None) for k in kernels]
+        places: list[tuple[int, int, int, int]] = [p for p in got if p is not None]
+        if kernels and len(places) == len(kernels) and len({p[0] for p in places}) == 1:
+            # ops on npu tensors: where the device's stream timeline put them (torch_bridge.device.streams)
+            base = min(p[2] for p in places)
+            for k, (_, sid, start, end) in zip(kernels, places):
+                per_ns = 1000 / k.run.cfg.clock_mhz
+                k.start_cycle, k.stream = start - base, sid
+                k.start_ns, k.end_ns = round((start - base) * per_ns), round((end - base) * per_ns)
+        else:
+            cycle = ns = 0
+            for k in kernels:   # one stream: each kernel starts when the previous one ends
+                k.start_cycle, k.start_ns = cycle, ns
+                cycle += k.cycles
+                ns += round(k.cycles * 1000 / k.run.cfg.clock_mhz)
+                k.end_ns = ns
         self._kernels = kernels
         self._events = events
         cfg = kernels[0].run.cfg if kernels else None
@@ -521,7 +583,7 @@ class profile:  # noqa: N801  (named like torch.profiler.profile)
             bound_cycles=sum(int(k.run.bound) for k in kernels),
             kernels=len(kernels), op_calls=sum(not e.is_user_annotation for e in events),
             clock_mhz=float(cfg.clock_mhz), cores=int(cfg.cores), config=str(cfg.name),
-            pipe_busy=busy)
+            pipe_busy=busy, fallbacks=dict(Counter(e.name for e in events if e.fallback)))
 
     # -- results
     @property
@@ -620,25 +682,19 @@ class profile:  # noqa: N801  (named like torch.profiler.profile)
 
     def _trace_events(self, instructions: bool, max_events: int | None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-
-        def meta(pid: int, tid: int | None, name: str, sort: int) -> None:
-            kind = "process" if tid is None else "thread"
-            out.append({"name": f"{kind}_name", "ph": "M", "pid": pid, "tid": tid or 0,
-                        "args": {"name": name}})
-            out.append({"name": f"{kind}_sort_index", "ph": "M", "pid": pid, "tid": tid or 0,
-                        "args": {"sort_index": sort}})
-
-        meta(_HOST_PID, None, "host (wall clock)", -2)
-        meta(_STREAM_PID, None, "npu stream 0 (simulated)", -1)
-        meta(_STREAM_PID, _KERNEL_TID, "kernels", 1 << 20)
+        meta = _trace.meta
+        meta(out, _HOST_PID, None, "host (wall clock)", -2)
+        meta(out, _STREAM_PID, None, "npu streams (simulated)", -1)
+        for sid in sorted({k.stream for k in self._kernels} | {0}):   # one kernel track per stream
+            meta(out, _STREAM_PID, _KERNEL_TID + sid, f"stream {sid} kernels", (1 << 20) + sid)
         tids: dict[int, int] = {}
         flow = itertools.count(1)
         for ev in self._events:
             if ev.thread not in tids:
                 tids[ev.thread] = len(tids)
-                meta(_HOST_PID, tids[ev.thread], ev.thread_name, tids[ev.thread])
+                meta(out, _HOST_PID, tids[ev.thread], ev.thread_name, tids[ev.thread])
                 # one op track per host thread, so spans of concurrent threads never cross
-                meta(_STREAM_PID, _OPS_TID0 + tids[ev.thread], f"ops ({ev.thread_name})",
+                meta(out, _STREAM_PID, _OPS_TID0 + tids[ev.thread], f"ops ({ev.thread_name})",
                      tids[ev.thread])
             tid = tids[ev.thread]
             ts = (ev.host_start_ns - self._start_ns) / 1e3
@@ -649,6 +705,8 @@ class profile:  # noqa: N801  (named like torch.profiler.profile)
                                     "kernels": [k.label for k in ev.self_kernels]}
             if ev.input_shapes:
                 args["Input Dims"] = [list(s) for s in ev.input_shapes]
+            if ev.fallback:
+                args["cpu fallback"] = True
             out.append({"name": ev.name, "cat": "user_annotation" if ev.is_user_annotation
                         else "cpu_op", "ph": "X", "pid": _HOST_PID, "tid": tid, "ts": ts,
                         "dur": ev.host_total_ns / 1e3, "args": args})
@@ -666,72 +724,11 @@ class profile:  # noqa: N801  (named like torch.profiler.profile)
         used: dict[int, set[int]] = {}
         for i, k in enumerate(self._kernels):
             out.append({"name": k.label, "cat": "kernel", "ph": "X", "pid": _STREAM_PID,
-                        "tid": _KERNEL_TID, "ts": k.start_ns / 1e3, "dur": (k.end_ns - k.start_ns) / 1e3,
-                        "args": _kernel_args(k, i)})
-            self._core_events(k, i, out, used, flow, instructions, max_events)
-        for core in sorted(used):
-            meta(_CORE_PID0 + core, None, f"npu core {core}", core)
-            for p in sorted(used[core]):
-                meta(_CORE_PID0 + core, p, _pipe_name(p), p)
+                        "tid": _KERNEL_TID + k.stream, "ts": k.start_ns / 1e3, "dur": (k.end_ns - k.start_ns) / 1e3,
+                        "args": _trace.kernel_args(k, i)})
+            _trace.core_events(k, i, k.start_ns, _CORE_PID0, out, used, flow, instructions, max_events)
+        _trace.core_metadata(out, used, _CORE_PID0)
         return out
-
-    @staticmethod
-    def _core_events(k: KernelLaunch, index: int, out: list[dict[str, Any]],
-                     used: dict[int, set[int]], flow: Iterator[int], instructions: bool,
-                     max_events: int | None) -> None:
-        """The kernel's slice on every (core, pipe) track it used, and, inside, the
-        instruction events of its own trace moved onto the step's timeline."""
-        prof = k.run.profile
-        per_ns = 1000.0 / k.run.cfg.clock_mhz
-        inner: list[dict[str, Any]] = []
-        tracks: dict[int, set[int]] = {}
-        if instructions:
-            flows: dict[int, int] = {}
-            for e in chrome_trace_events(prof, max_events):
-                ph = e["ph"]
-                if ph == "M":
-                    continue
-                e["ts"] = (k.start_ns + round(e["ts"] * 1000)) / 1e3
-                core = e["pid"]
-                e["pid"] = _CORE_PID0 + core
-                if ph == "X":
-                    tracks.setdefault(core, set()).add(e["tid"])
-                else:   # flag arrows: ids unique over the whole trace
-                    if e["id"] not in flows:
-                        flows[e["id"]] = next(flow)
-                    e["id"] = flows[e["id"]]
-                inner.append(e)
-        for c in prof.per_core:
-            if not c.n_events:
-                continue
-            pipes = tracks.setdefault(c.core, set())
-            pipes.update(int(_PIPE_IDS[p]) for p, b in c.busy.items() if b)
-            start = k.start_ns + round(c.start_cycle * per_ns)
-            end = k.start_ns + round(c.end_cycle * per_ns)
-            for p in sorted(pipes):
-                out.append({"name": k.label, "cat": "kernel", "ph": "X",
-                            "pid": _CORE_PID0 + c.core, "tid": p, "ts": start / 1e3,
-                            "dur": (end - start) / 1e3,
-                            "args": {"launch": index, "core cycles": c.cycles,
-                                     "pipe busy cycles": int(c.busy.get(_pipe_name(p), 0))}})
-            used.setdefault(c.core, set()).update(pipes)
-        out.extend(inner)
-
-
-_PIPE_IDS = {name: i for i, name in enumerate(PIPE_NAMES)}
-
-
-def _pipe_name(p: int) -> str:
-    return PIPE_NAMES[p] if 0 <= p < len(PIPE_NAMES) else "ALL"
-
-
-def _kernel_args(k: KernelLaunch, index: int) -> dict[str, Any]:
-    run = k.run
-    return {"launch": index, "op": k.op.name if k.op is not None else None, "kernel": k.name,
-            "cycles": k.cycles, "start cycle": k.start_cycle, "block_dim": int(run.block_dim),
-            "active cores": int(run.profile.active_cores), "bound pipe": run.profile.bound_pipe,
-            "efficiency": round(float(run.efficiency), 4),
-            "pipes": {p: round(u, 4) for p, u in run.pipes.items() if u}}
 
 
 def _add_self(r: KeyAverage, kernels: list[KernelLaunch]) -> None:

@@ -266,7 +266,7 @@ def test_op_on_another_thread_joins_the_stream(tmp_path: Path) -> None:
     prof.export_chrome_trace(tmp_path / "t.json", instructions=False)
     ev = _load(tmp_path / "t.json")["traceEvents"]
     tracks = {e["args"]["name"] for e in ev if e["name"] == "thread_name" and e["pid"] == 1}
-    assert tracks == {"kernels", f"ops ({threading.current_thread().name})", "ops (autograd-worker)"}
+    assert tracks == {"stream 0 kernels", f"ops ({threading.current_thread().name})", "ops (autograd-worker)"}
     assert _nesting_ok(ev) == []
 
 

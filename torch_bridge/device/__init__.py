@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from torch_bridge.device import aten, fallback, memory, runtime
+from torch_bridge.device import aten, fallback, memory, runtime, streams
 from torch_bridge.device.fallback import fallback_ops
 from torch_bridge.device.memory import _cpu_alias
 
@@ -69,8 +69,11 @@ def _npu_op(qual: str, impl: Callable[..., Any]) -> Callable[..., Any]:
     """A torch.ops.npu impl taking npu tensors: the same impl on their CPU aliases."""
     names = None
 
+    name = f"npu::{qual}"
+    run_timed, run_on_cpu = streams.run_timed, fallback.run_on_cpu
+
     def k(*args: Any, **kwargs: Any) -> Any:
-        return fallback.run_on_cpu(impl, f"npu::{qual}", args, kwargs, names)
+        return run_timed(run_on_cpu, (impl, name, args, kwargs, names), {})
     k.__name__ = getattr(impl, "__name__", qual) + "_npu"
     return k
 

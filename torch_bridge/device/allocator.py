@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,8 @@ class Block:
     allocated: bool = False
     prev: Block | None = None
     next: Block | None = None
+    uses: tuple[int, ...] = ()   # other streams the block's tensor was used on (Tensor.record_stream)
+    ready: int = 0               # simulated cycle before which a new user must not start (set on free)
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -151,6 +154,11 @@ class DeviceAllocator:
         self._lock = threading.RLock()
         self._busy = False
         self._deferred: list[Block] = []          # frees that arrived (from GC) inside malloc
+        self._allocated: dict[int, Block] = {}   # ptr -> allocated block
+        #: the streams' simulated time (torch_bridge.device.streams sets these): a stream's position,
+        #: and "make stream s wait until cycle c"
+        self.stream_clock: Callable[[int], int] | None = None
+        self.stream_wait: Callable[[int, int], None] | None = None
 
     # ------------------------------------------------------------------ limits
     @property
@@ -205,9 +213,12 @@ class DeviceAllocator:
             if b.prev is not None or b.next is not None:
                 self.stats.add("inactive_split_bytes", pool, -b.size)
                 self.stats.add("inactive_split", pool, -1)
+            if b.ready and self.stream_wait is not None:
+                # the block's last tensor was used on other streams: its new user waits for them
+                self.stream_wait(stream, b.ready)
         rest = b.size - size
         if (pool == 0 and rest >= ROUND) or (pool == 1 and rest > SMALL_SIZE):
-            tail = Block(b.segment, b.ptr + size, rest, stream, pool, prev=b, next=b.next)
+            tail = Block(b.segment, b.ptr + size, rest, stream, pool, prev=b, next=b.next, ready=b.ready)
             if b.next is not None:
                 b.next.prev = tail
             b.next = tail
@@ -217,9 +228,19 @@ class DeviceAllocator:
             self.stats.add("inactive_split", pool, 1)
         b.allocated = True
         b.requested = nbytes
+        b.ready = 0
         self.stats.block(pool, b.size, nbytes, 1)
         self.live[b.ptr] = b.segment
+        self._allocated[b.ptr] = b
         return b
+
+    def record_stream(self, ptr: int, stream: int) -> None:
+        """Note that the tensor in the block at `ptr` is used on `stream` (Tensor.record_stream): when
+        it is freed, the block's next user waits for the work queued on `stream` by then."""
+        with self._lock:
+            b = self._allocated.get(ptr)
+            if b is not None and stream != b.stream and stream not in b.uses:
+                b.uses = b.uses + (stream,)
 
     def adopt(self, buf: torch.UntypedStorage, stream: int = 0) -> Block:
         """Take host buffer `buf` (the CPU storage an op library kernel just wrote its result into) as a
@@ -241,6 +262,7 @@ class DeviceAllocator:
             b = Block(seg, seg.base, nbytes, stream, pool, requested=nbytes, allocated=True)
             st.block(pool, nbytes, nbytes, 1)
             self.live[b.ptr] = seg
+            self._allocated[b.ptr] = b
             return b
 
     def _release_adopted(self, b: Block) -> None:
@@ -292,8 +314,13 @@ class DeviceAllocator:
         st = self.stats
         st.block(pool, b.size, b.requested, -1)
         del self.live[b.ptr]
+        del self._allocated[b.ptr]
         b.allocated = False
         b.requested = 0
+        if b.uses:
+            if self.stream_clock is not None:
+                b.ready = max([b.ready] + [self.stream_clock(u) for u in b.uses])
+            b.uses = ()
         if b.segment.adopted:
             self._release_adopted(b)
             return
@@ -311,6 +338,7 @@ class DeviceAllocator:
                     if nb.next is not None:
                         nb.next.prev = b
                 b.size += nb.size
+                b.ready = max(b.ready, nb.ready)
         if b.prev is not None or b.next is not None:
             st.add("inactive_split_bytes", pool, b.size)
             st.add("inactive_split", pool, 1)

@@ -20,7 +20,7 @@ from torch.library import Library
 
 import op_library
 from torch_bridge.device import memory as _mem
-from torch_bridge.device import runtime
+from torch_bridge.device import runtime, streams
 from torch_bridge.device.fallback import common_device
 
 A = _mem._cpu_alias
@@ -28,6 +28,8 @@ aten = torch.ops.aten
 _CPU_KEYS = _mem._CPU_KEYS
 
 KERNELS: dict[str, Callable[..., Any]] = {}
+#: kernels that do no device work (metadata, factories): registered without the profiler hook
+PLAIN: set[str] = set()
 
 
 def kernel(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -78,6 +80,7 @@ def _copy_from(self: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False
             and self.numel()):
         src = op_library.npu_dtype_cast(src.contiguous(), dst.dtype)
     A(dst).copy_(src)
+    streams.note_copy(self, dst)
     return dst
 
 
@@ -89,7 +92,18 @@ def _copy_from_and_resize(self: torch.Tensor, dst: torch.Tensor) -> torch.Tensor
     if dst.shape != self.shape:
         dst.resize_(self.shape)
     A(dst).copy_(A(self))
+    streams.note_copy(self, dst)
     return dst
+
+
+@kernel("record_stream")
+def record_stream(self: torch.Tensor, s: Any) -> None:
+    """Tensor.record_stream(s): the caching allocator will not hand the tensor's block to new work
+    before the work queued on `s` by the time the tensor is freed (simulated time, see streams)."""
+    if s.device_type != streams._PRIVATEUSE1 or s.device_index != self.device.index:
+        raise RuntimeError(f"record_stream: the stream is on {s.device}, but the tensor is on {self.device}; "
+                           f"a tensor can only be recorded on a stream of its own device")
+    _mem.ALLOCATORS[self.device.index].record_stream(self.untyped_storage().data_ptr(), s.stream_id)
 
 
 # ------------------------------------------------------------------ metadata (torch's CPU kernels)
@@ -106,11 +120,25 @@ for _name in ("as_strided.default", "view.default", "view.dtype", "_reshape_alia
               "_fw_primal.default", "view_as_real.default", "view_as_complex.default"):
     _pkt, _ov = _name.split(".")
     KERNELS[_name.removesuffix(".default")] = _redispatch(getattr(getattr(aten, _pkt), _ov))
+    PLAIN.add(_name.removesuffix(".default"))
+PLAIN.update(("empty.memory_format", "empty_strided", "resize_", "_local_scalar_dense", "record_stream"))
 
 
 @kernel("_local_scalar_dense")
 def _local_scalar_dense(self: torch.Tensor) -> Any:
     return A(self).item()
+
+
+@kernel("_has_compatible_shallow_copy_type")
+def _has_compatible_shallow_copy_type(self: torch.Tensor, from_: torch.Tensor) -> bool:
+    """Dense CPU and npu tensors can take each other's TensorImpl (`param.data = t`), as CPU and CUDA
+    ones can: torch's C++ check lists no PrivateUse1 and leaves it to this op. Without it `module.to("npu")`
+    replaced every Parameter, and a ScriptModule (torch.jit.trace / load) could not move at all."""
+    return self.layout == torch.strided and from_.layout == torch.strided and {self.device.type, from_.device.type} <= {
+        "cpu", "npu"}
+
+
+PLAIN.add("_has_compatible_shallow_copy_type")
 
 
 @kernel("resize_")
@@ -198,10 +226,28 @@ def check_devices(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return k
 
 
+def _device_op(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` as device work: its kernels timed and queued on the current stream (streams.run_timed),
+    and, while a profile is open (`torch.npu.profile()` / `torch_bridge.profile()`), run through
+    `profiler._run_profiled` so the op gets a row named `aten::<name>` with its kernels."""
+    from torch_bridge import profiler as _prof
+
+    qual = "aten::" + name.removesuffix(".default")
+    run_timed = streams.run_timed
+
+    def k(*args: Any, **kwargs: Any) -> Any:
+        if _prof._ACTIVE:
+            return run_timed(_prof._run_profiled, (qual, fn, args, kwargs), {})
+        return run_timed(fn, args, kwargs)
+    k.__name__ = getattr(fn, "__name__", name)
+    return k
+
+
 def register() -> None:
-    """Register every kernel of KERNELS for the npu key."""
+    """Register every kernel of KERNELS for the npu key (the modules that fill it are imported here)."""
     global _LIB
-    from torch_bridge.device import kernels  # noqa: F401  (fills KERNELS with the arithmetic ops)
+    # fill KERNELS: arithmetic ops, GradScaler's, SDPA, the nn ops of kernels_nn
+    from torch_bridge.device import amp, attention, kernels, kernels_nn  # noqa: F401
     _LIB = Library("aten", "IMPL")
     for name, fn in KERNELS.items():
-        _LIB.impl(name, fn, "PrivateUse1")
+        _LIB.impl(name, fn if name in PLAIN else _device_op(name, fn), "PrivateUse1")

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.library import Library
 
+from torch_bridge import profiler as _prof
 from torch_bridge.device import memory as _mem
 
 FALLBACKS: Counter[str] = Counter()
@@ -173,6 +174,102 @@ def run_on_cpu(fn: Any, name: str, args: Any, kwargs: dict[str, Any], names: Any
     return _Results(max(index, 0), inputs).map(r)
 
 
+def _written(op: Any, args: Any, kwargs: dict[str, Any]) -> list[tuple[int | str, torch.Tensor]]:
+    """The npu tensors an op writes (schema `Tensor(a!)`: self of in-place ops, `out=`), by position or name."""
+    found: list[tuple[int | str, torch.Tensor]] = []
+    for i, a in enumerate(op._schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        key: int | str = a.name if a.name in kwargs else i
+        v = kwargs[key] if isinstance(key, str) else (args[i] if i < len(args) else None)
+        if isinstance(v, torch.Tensor) and v.device.type == "npu":
+            found.append((key, v))
+    return found
+
+
+def _exact_alias(t: torch.Tensor) -> torch.Tensor:
+    """A CPU alias of npu tensor `t` over exactly its own block, so a CPU kernel resizing it cannot
+    write past the block into its neighbours in the segment (an empty `t` gets fresh CPU memory)."""
+    if t.untyped_storage().nbytes() == 0:
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+    return _mem._raw_alias(t)
+
+
+def _synced(op: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """`op` for run_on_cpu, with its written npu tensors (in-place self, `out=`) passed as exact
+    aliases and brought up to date afterwards: a CPU kernel that resizes an `out=` alias (arange into
+    an empty tensor) changes only the alias, so the npu tensor is resized the same way (a new allocator
+    block when it grows) and the data copied in; a result that is such an alias becomes the npu
+    tensor. An `out=` tensor too small for the result cannot grow in place (its alias is its block):
+    the op runs again with empty CPU `out=` tensors, whose results are copied in."""
+    written = _written(op, args, kwargs)
+    if not written:
+        return op
+
+    def call(*args: Any, **ckw: Any) -> Any:
+        cargs = list(args)
+        for key, t in written:
+            if isinstance(key, str):
+                ckw[key] = _exact_alias(t)
+            else:
+                cargs[key] = _exact_alias(t)
+        try:
+            r = op(*cargs, **ckw)
+        except RuntimeError as e:
+            if "not resizable" not in str(e) or not any(isinstance(key, str) for key, _ in written):
+                raise
+            for key, t in written:
+                if isinstance(key, str):
+                    ckw[key] = torch.empty(0, dtype=t.dtype)
+            r = op(*cargs, **ckw)
+        swap: dict[int, torch.Tensor] = {}
+        for key, t in written:
+            ca = ckw[key] if isinstance(key, str) else cargs[key]
+            if ca.shape == t.shape and ca.stride() == t.stride() and ca.data_ptr() == t.data_ptr():
+                continue
+            st = t.untyped_storage()
+            off, rem = divmod(ca.data_ptr() - st.data_ptr(), t.element_size())
+            if st.nbytes() and ca.untyped_storage().data_ptr() == st.data_ptr() and not rem:
+                torch.ops.aten.set_.source_Storage_storage_offset(t, st, off, ca.shape, ca.stride())   # restrided
+            else:                                                  # the CPU kernel gave the alias new memory
+                t.resize_(ca.shape)
+                _mem._cpu_alias(t).copy_(ca)
+            swap[id(ca)] = _mem._cpu_alias(t)
+        if isinstance(r, (list, tuple)):
+            return type(r)(swap.get(id(x), x) for x in r)
+        return swap.get(id(r), r)
+    return call
+
+
+_KIND = {bool: (torch.bool,), int: (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64),
+         float: (torch.float16, torch.bfloat16, torch.float32, torch.float64),
+         complex: (torch.complex32, torch.complex64, torch.complex128)}
+
+
+def _numbers_as_tensors(op: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A wrapped number (the 5 of `x % 5`, a 0-dim tensor to the dispatcher) reaches a Python kernel
+    as a Python number, which the CPU op does not take where its schema says Tensor. It goes back as a
+    0-dim tensor of the dtype it has in torch's type promotion: that of a tensor argument of its kind
+    (int for an int32 tensor stays int32), else the default (int64, the default float dtype, ...)."""
+    schema = op._schema.arguments
+    slots = [(i, a.name) for i, a in enumerate(schema) if str(a.type) in ("Tensor", "Optional[Tensor]")]
+    if not any(type(args[i] if i < len(args) else kwargs.get(n)) in _KIND for i, n in slots):
+        return args, kwargs
+    dtypes = [t.dtype for t in list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
+
+    def tensor(v: Any) -> torch.Tensor:
+        kind = _KIND[type(v)]
+        dt = next((d for d in dtypes if d in kind), None)
+        return torch.tensor(v, dtype=dt) if dt is not None else torch.tensor(v)
+    args = list(args)
+    for i, n in slots:
+        if i < len(args) and type(args[i]) in _KIND:
+            args[i] = tensor(args[i])
+        elif n in kwargs and type(kwargs[n]) in _KIND:
+            kwargs = {**kwargs, n: tensor(kwargs[n])}
+    return tuple(args), kwargs
+
+
 def cpu_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
     """The PrivateUse1 catch-all: run `op` on CPU aliases (see the module docstring)."""
     name = op._schema.name + (f".{op._schema.overload_name}" if op._schema.overload_name else "")
@@ -185,7 +282,12 @@ def cpu_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
         warnings.warn(f"The operator '{name}' is not currently supported on the NPU backend and will fall back to "
                       f"run on the CPU. This may have performance implications.", UserWarning, stacklevel=2)
     FALLBACKS[name] += 1
-    return run_on_cpu(op, name, args, kwargs, names)
+    args, kwargs = _numbers_as_tensors(op, args, kwargs)
+    fn = _synced(op, args, kwargs)
+    if _prof._ACTIVE:   # a row of the open profiles: host time, no kernels, marked as a fallback
+        return _prof._run_profiled(name, lambda *a, **k: run_on_cpu(fn, name, a, k, names), args, kwargs,
+                                   fallback=True)
+    return run_on_cpu(fn, name, args, kwargs, names)
 
 
 _LIB: Library | None = None

@@ -47,6 +47,20 @@ def npu_kernel(*names: str, dtypes: Sequence[torch.dtype] = F, check: Sequence[i
     return deco
 
 
+#: ops the CPU has no kernel for (hooks for out-of-tree devices), with the op their CPU fallback runs
+#: instead: name -> f(args, kwargs) -> (op, args, kwargs)
+HOST: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, tuple[Any, ...], dict[str, Any]]]] = {}
+
+
+def fallback(name: str, ovl: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The CPU fallback of a call kernel `name` cannot take (HOST names the op to run if not `ovl`)."""
+    host = HOST.get(name)
+    if host is not None:
+        op, args, kwargs = host(args, kwargs)
+        return cpu_fallback(op, *args, **kwargs)
+    return cpu_fallback(ovl, *args, **kwargs)
+
+
 def _make(name: str, fn: Callable[..., Any], dtypes: tuple[torch.dtype, ...], check: tuple[int, ...],
           keep: tuple[str, ...]) -> Callable[..., Any]:
     ovl = _overload(name)
@@ -56,11 +70,11 @@ def _make(name: str, fn: Callable[..., Any], dtypes: tuple[torch.dtype, ...], ch
         for i in check:
             t = args[i] if i < len(args) else None
             if isinstance(t, torch.Tensor) and t.dtype not in dtypes and (t.dim() or t.device.type != "cpu"):
-                return cpu_fallback(ovl, *args, **kwargs)
+                return fallback(name, ovl, args, kwargs)
         try:
             return run_on_cpu(fn, name, args, kwargs, argnames, keep)
         except Unsupported:
-            return cpu_fallback(ovl, *args, **kwargs)
+            return fallback(name, ovl, args, kwargs)
     k.__name__ = f"npu_{name.replace('.', '_')}"
     return k
 
@@ -210,7 +224,15 @@ def _operand(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return t.contiguous(), False
 
 
+def _zeros(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """A product over an empty inner dimension: zeros (the op library's matmul writes nothing then)."""
+    r = torch.empty(tuple(shape), dtype=dtype)
+    return op_library.fill_(r, 0) if r.numel() else r
+
+
 def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.shape[1] == 0:
+        return _zeros((a.shape[0], b.shape[1]), a.dtype)
     a2, ta = _operand(a)
     b2, tb = _operand(b)
     return op_library.matmul(a2, b2, transpose_a=ta, transpose_b=tb)
@@ -239,6 +261,8 @@ def _bmm_operand(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.shape[2] == 0:
+        return _zeros((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
     a2, ta = _bmm_operand(a)
     b2, tb = _bmm_operand(b)
     return op_library.bmm(a2, b2, transpose_a=ta, transpose_b=tb)
@@ -309,8 +333,31 @@ def native_layer_norm(input: torch.Tensor, normalized_shape: Any, weight: torch.
 def native_layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, normalized_shape: Any,
                                mean: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor | None,
                                bias: torch.Tensor | None, output_mask: Sequence[bool]) -> tuple[Any, Any, Any]:
-    gx, gw, gb = op_library.layer_norm_backward(grad_out, input, normalized_shape, weight, bias)
-    return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb if output_mask[2] else None)
+    """From the forward's mean and rstd, as torch computes it (the op library's fused layer_norm_backward
+    recomputes them with an eps this op is not given): with x^ = (x - mean) * rstd and g' = g * weight,
+    grad_x = rstd * (g' - mean(g') - x^ * mean(g' * x^)) over the normalized dims, grad_weight = sum of
+    g * x^ and grad_bias = sum of g over the others."""
+    k = len(normalized_shape)
+    dims, batch = list(range(input.dim() - k, input.dim())), list(range(input.dim() - k))
+    if input.numel() == 0:
+        raise Unsupported
+    xhat = op_library.mul(op_library.sub(input, mean), rstd)
+    gx = gw = gb = None
+    if output_mask[0]:
+        g = grad_out if weight is None else op_library.mul(grad_out, weight)
+        a = op_library.mean(g, dims, True)
+        b = op_library.mean(op_library.mul(g, xhat), dims, True)
+        gx = _cast(op_library.mul(op_library.sub(op_library.sub(g, a), op_library.mul(xhat, b)), rstd), input.dtype)
+    if output_mask[1] and weight is not None:
+        gxh = op_library.mul(grad_out, xhat)
+        gw = _cast(op_library.sum(gxh, batch, False) if batch else gxh, weight.dtype)
+    if output_mask[2] and bias is not None:
+        gb = _cast(op_library.sum(grad_out, batch, False) if batch else op_library.mul(grad_out, 1), bias.dtype)
+    return gx, gw, gb
+
+
+def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return t if t.dtype == dtype else op_library.npu_dtype_cast(t, dtype)
 
 
 # ------------------------------------------------------------------ reductions
@@ -344,9 +391,31 @@ npu_kernel("std.correction")(lambda s, dim=None, *, correction=None, keepdim=Fal
 
 
 # ------------------------------------------------------------------ data movement
-family("index_select", lambda s, dim, index: op_library.index_select(s, dim, index), "", FIB, inplace=False)
-family("gather", lambda s, dim, index, *, sparse_grad=False: op_library.gather(s, dim, index), "", FI, inplace=False)
-family("scatter_add", lambda s, dim, index, src: op_library.scatter_add(s, dim, index, src), "", FI, (0, 3))
+def _index_select(s: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    if s.dim() == 0:        # a scalar indexed by one index: the scalar (the op library indexes 1-D and up)
+        return op_library.index_select(s.reshape(1), 0, index.reshape(-1)).reshape(())
+    return op_library.index_select(s, dim, index)
+
+
+def _gather(s: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bool = False) -> torch.Tensor:
+    if index.numel() == 0:  # nothing gathered: torch checks neither the index dtype nor the bounds then
+        return torch.empty(index.shape, dtype=s.dtype)
+    if s.dim() == 0:        # a scalar: the op library gathers from 1-D and up
+        return op_library.gather(s.reshape(1), 0, index.reshape(-1)).reshape(index.shape)
+    return op_library.gather(s, dim, index)
+
+
+def _scatter_add(s: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    if index.numel() == 0:  # nothing scattered (torch checks neither the index dtype nor the bounds then)
+        return op_library.add(s, 0)
+    if s.dim() == 0:
+        return op_library.scatter_add(s.reshape(1), 0, index.reshape(-1), src.reshape(-1)).reshape(())
+    return op_library.scatter_add(s, dim, index, src)
+
+
+family("index_select", _index_select, "", FIB, inplace=False)
+family("gather", _gather, "", FI, inplace=False)
+family("scatter_add", _scatter_add, "", FI, (0, 3))
 family("tril", lambda s, diagonal=0: op_library.tril(s, diagonal), "", FIB)
 family("triu", lambda s, diagonal=0: op_library.triu(s, diagonal), "", FIB)
 
@@ -385,6 +454,25 @@ def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     return op_library.conv2d(input, weight, bias, stride, padding, dilation, groups)
 
 
+def _conv_host(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    return torch.ops.aten.convolution.default, args, kwargs       # the same arguments
+
+
+def _conv_bwd_host(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """convolution_backward takes the bias size (the output channels) after the weight."""
+    a = list(args) + [kwargs[n] for n in ("stride", "padding", "dilation", "transposed", "output_padding", "groups",
+                                          "output_mask") if n in kwargs]
+    weight, transposed, groups = a[2], a[6], a[8]
+    bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
+    return torch.ops.aten.convolution_backward.default, tuple(a[:3] + [bias_sizes] + a[3:]), {}
+
+
+# the CPU has no convolution_overrideable (the hook out-of-tree devices implement): a convolution the op
+# library cannot take (transposed, 3-D, float64) runs torch's own convolution on the host
+HOST["convolution_overrideable"] = _conv_host
+HOST["convolution_backward_overrideable"] = _conv_bwd_host
+
+
 @npu_kernel("convolution_backward_overrideable")
 def convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, stride: Any,
                          padding: Any, dilation: Any, transposed: bool, output_padding: Any, groups: int,
@@ -396,41 +484,61 @@ def convolution_backward(grad_output: torch.Tensor, input: torch.Tensor, weight:
     return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb if output_mask[2] else None)
 
 
+def _pair(v: Any) -> Any:
+    """A pooling parameter as the op library takes it: aten's int[2] may hold one value for both sides."""
+    if isinstance(v, (list, tuple)):
+        return (int(v[0]), int(v[0])) if len(v) == 1 else tuple(int(x) for x in v)
+    return v
+
+
+def _stride(stride: Any) -> Any:
+    return _pair(stride) if isinstance(stride, int) or len(stride) else None      # [] means kernel_size
+
+
+def _batched(*ts: torch.Tensor) -> tuple[bool, list[torch.Tensor]]:
+    """NCHW operands: an unbatched (C, H, W) call gets a batch of one; (unbatched?, operands)."""
+    if ts[0].dim() == 3:
+        return True, [t.unsqueeze(0) for t in ts]
+    if ts[0].dim() != 4:
+        raise Unsupported
+    return False, list(ts)
+
+
 @npu_kernel("max_pool2d_with_indices")
 def max_pool2d_with_indices(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
                             dilation: Any = 1, ceil_mode: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    if self.dim() != 4:
-        raise Unsupported
-    y, ind = op_library.max_pool2d(self, kernel_size, stride if len(stride) else None, padding, dilation, ceil_mode)
-    return y, ind
+    one, (x,) = _batched(self)
+    y, ind = op_library.max_pool2d(x, _pair(kernel_size), _stride(stride), _pair(padding), _pair(dilation), ceil_mode)
+    return (y[0], ind[0]) if one else (y, ind)
 
 
 @npu_kernel("max_pool2d_with_indices_backward")
 def max_pool2d_with_indices_backward(grad_output: torch.Tensor, self: torch.Tensor, kernel_size: Any, stride: Any,
                                      padding: Any, dilation: Any, ceil_mode: bool,
                                      indices: torch.Tensor) -> torch.Tensor:
-    if self.dim() != 4:
-        raise Unsupported
-    return op_library.max_pool2d_backward(grad_output, self.shape, indices, kernel_size, stride if len(stride) else None,
-                                          padding, dilation, ceil_mode=ceil_mode)
+    one, (x, g, ind) = _batched(self, grad_output, indices)
+    r = op_library.max_pool2d_backward(g, x.shape, ind, _pair(kernel_size), _stride(stride), _pair(padding),
+                                       _pair(dilation), ceil_mode=ceil_mode)
+    return r[0] if one else r
 
 
 @npu_kernel("avg_pool2d")
 def avg_pool2d(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: Any = None) -> torch.Tensor:
-    if self.dim() != 4:
-        raise Unsupported
-    return op_library.avg_pool2d(self, kernel_size, stride if len(stride) else None, padding, ceil_mode,
-                                 count_include_pad, divisor_override)
+    one, (x,) = _batched(self)
+    y = op_library.avg_pool2d(x, _pair(kernel_size), _stride(stride), _pair(padding), ceil_mode, count_include_pad,
+                              divisor_override)
+    return y[0] if one else y
 
 
 @npu_kernel("avg_pool2d_backward")
 def avg_pool2d_backward(grad_output: torch.Tensor, self: torch.Tensor, kernel_size: Any, stride: Any, padding: Any,
                         ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> torch.Tensor:
-    if self.dim() != 4:
-        raise Unsupported
-    return op_library.avg_pool2d_backward(grad_output, self.shape, kernel_size, stride if len(stride) else None,
-                                          padding, ceil_mode, count_include_pad, divisor_override)
+    one, (x, g) = _batched(self, grad_output)
+    r = op_library.avg_pool2d_backward(g, x.shape, _pair(kernel_size), _stride(stride), _pair(padding),
+                                       ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                                       divisor_override=divisor_override)
+    return r[0] if one else r
 
 
 npu_kernel("_adaptive_avg_pool2d")(lambda s, output_size: op_library.adaptive_avg_pool2d(s, output_size))

@@ -70,6 +70,14 @@ DEVICE_COUNT = _device_count()
 ALLOCATORS = [DeviceAllocator(i, _hbm_bytes()) for i in range(DEVICE_COUNT)]
 
 
+def _default_stream_id(index: int) -> int:
+    return 0
+
+
+#: the id of device `index`'s current stream, whose pool new blocks come from (streams.py sets it)
+stream_id = _default_stream_id
+
+
 def check_index(index: int | None, what: str = "device") -> int:
     """`index` as a valid device ordinal (None -> the current device); a clear error otherwise."""
     if index is None:
@@ -160,7 +168,7 @@ def new_storage(nbytes: int, index: int) -> Any:
     if nbytes == 0:
         return _STORAGE(0, _DEVICES[index], 0)
     alloc = ALLOCATORS[index]
-    block = alloc.malloc(nbytes)
+    block = alloc.malloc(nbytes, stream_id(index))
     st = _STORAGE(block.ptr, _DEVICES[index], nbytes)
     _on_death(st, alloc, block)
     return st
@@ -218,7 +226,7 @@ def adopt(r: torch.Tensor, index: int) -> torch.Tensor:
     if nbytes == 0:
         return empty_strided(r.shape, r.stride(), r.dtype, index)
     alloc = ALLOCATORS[index]
-    block = alloc.adopt(ust)
+    block = alloc.adopt(ust, stream_id(index))
     st = _STORAGE(block.ptr, _DEVICES[index], nbytes)
     _on_death(st, alloc, block)
     return _SET.redispatch(_CPU_KEYS, _fresh(index, r.dtype), st, r.storage_offset(), r.shape, r.stride())

@@ -5,7 +5,9 @@ manager), `get_device_name`, `get_device_properties`, `synchronize`. Random numb
 `manual_seed[_all]`, `seed[_all]`, `initial_seed`, `get_rng_state[_all]`, `set_rng_state[_all]`
 (one generator per device). Memory: `memory_allocated`, `max_memory_allocated`, `memory_reserved`,
 `max_memory_reserved`, `reset_peak_memory_stats`, `reset_max_memory_allocated`, `empty_cache`,
-`memory_stats`, `memory_summary`, `mem_get_info`, `set_per_process_memory_fraction`.
+`memory_stats`, `memory_summary`, `mem_get_info`, `set_per_process_memory_fraction`. Streams and
+events in simulated time (torch_bridge.device.streams): `Stream`, `Event`, `stream(s)`,
+`current_stream`, `default_stream`, `set_stream`.
 """
 from __future__ import annotations
 
@@ -260,3 +262,12 @@ def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None
 
 def get_per_process_memory_fraction(device: Any = None) -> float:
     return float(_alloc(device).fraction)
+
+
+# ------------------------------------------------------------------ streams and events (simulated time)
+from torch_bridge.device import streams as _streams  # noqa: E402  (streams reads this module lazily)
+
+Stream, Event, StreamContext = _streams.Stream, _streams.Event, _streams.StreamContext
+stream, current_stream, default_stream, set_stream = (_streams.stream, _streams.current_stream,
+                                                      _streams.default_stream, _streams.set_stream)
+from torch_bridge.device.profiling import profile, profiler  # noqa: E402,F401  (torch.npu.profile / .profiler)

@@ -28,6 +28,8 @@ import numpy as np
 from compiler import CONFIG as _CFG
 from dsl import record as _record
 from dsl.errors import KernelError, SourceLoc
+from dsl.record import TIMES as _TIMES
+from dsl.record import timing_key as _timing_key
 from dsl.types import BY_CODE, DType, from_numpy, from_torch
 
 if TYPE_CHECKING:
@@ -450,44 +452,6 @@ def _run(events: Any, plan: Any, cfg: Any, n: int, infos: list[_Arg | None], kee
     return Run(simulate(events, cfg, locs, gm, keep_timeline=keep_timeline), cfg, n, plan)
 
 
-class _Times:
-    """The Runs of timed launches (dsl.record(timed=True)) by `_timing_key`: bounded, the oldest
-    entries dropped first."""
-
-    LIMIT = 8192
-
-    def __init__(self) -> None:
-        self.runs: dict[tuple, Run] = {}
-
-    def get(self, key: tuple) -> "Run | None":
-        return self.runs.get(key)
-
-    def put(self, key: tuple, run: "Run") -> None:
-        runs = self.runs
-        if len(runs) >= self.LIMIT:
-            for old in list(runs)[: self.LIMIT // 4]:
-                del runs[old]
-        runs[key] = run   # the Run holds its plan, whose id is in the key: the id is not reused
-
-    def clear(self) -> None:
-        self.runs.clear()
-
-
-_TIMES = _Times()
-_ZERO_WORD = bytes(8)
-
-
-def _timing_key(plan: Any, n: int, words: Any) -> tuple:
-    """What makes two launches take the same time on the model: the specialisation (its plan), the
-    core count and the argument words (shapes, integer scalars) with the tensors' addresses and the
-    float scalars' values blanked (a float argument scales data; an optimizer's step-dependent
-    factors would otherwise make every step a new launch). The plan is keyed by identity (plans
-    compare by value); the kept Run holds it alive."""
-    w = bytearray(words)
-    for p in plan.params:
-        if p.kind == "gm" or (p.kind == "scalar" and p.scalar_ty == "f64"):
-            w[8 * p.slot: 8 * p.slot + 8] = _ZERO_WORD
-    return (id(plan), n, bytes(w))
 
 
 _CORE_IR: weakref.WeakKeyDictionary[Kernel, dict[tuple, Any]] = weakref.WeakKeyDictionary()

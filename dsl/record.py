@@ -92,3 +92,44 @@ def record(timed: bool = False) -> Iterator[Recording]:
         yield rec
     finally:
         stack.remove(rec)
+
+
+# the Runs of timed launches (dsl.kernel reads and fills them)
+class Times:
+    """The Runs of timed launches (dsl.record(timed=True)) by `_timing_key`: bounded, the oldest
+    entries dropped first."""
+
+    LIMIT = 8192
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple, Any] = {}
+
+    def get(self, key: tuple) -> Any:
+        return self.runs.get(key)
+
+    def put(self, key: tuple, run: Any) -> None:
+        runs = self.runs
+        if len(runs) >= self.LIMIT:
+            for old in list(runs)[: self.LIMIT // 4]:
+                del runs[old]
+        runs[key] = run   # the Run holds its plan, whose id is in the key: the id is not reused
+
+    def clear(self) -> None:
+        self.runs.clear()
+
+
+TIMES = Times()
+_ZERO_WORD = bytes(8)
+
+
+def timing_key(plan: Any, n: int, words: Any) -> tuple:
+    """What makes two launches take the same time on the model: the specialisation (its plan), the
+    core count and the argument words (shapes, integer scalars) with the tensors' addresses and the
+    float scalars' values blanked (a float argument scales data; an optimizer's step-dependent
+    factors would otherwise make every step a new launch). The plan is keyed by identity (plans
+    compare by value); the kept Run holds it alive."""
+    w = bytearray(words)
+    for p in plan.params:
+        if p.kind == "gm" or (p.kind == "scalar" and p.scalar_ty == "f64"):
+            w[8 * p.slot: 8 * p.slot + 8] = _ZERO_WORD
+    return (id(plan), n, bytes(w))

@@ -202,18 +202,34 @@ npu_kernel("silu_backward")(lambda g, s: op_library.silu_backward(g, s))
 
 
 # ------------------------------------------------------------------ fills
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s elements as one contiguous 1-D view of its memory, when they fill it without gaps or
+    overlap in some order (a permuted or channels-last tensor): a fill can write that. Unsupported
+    otherwise (a strided slice: the CPU fallback fills it)."""
+    if t.is_contiguous():
+        return t
+    if t.numel() == 0:
+        return t.as_strided((0,), (1,))
+    size = [n for n, _ in sorted(zip(t.shape, t.stride(), strict=True), key=lambda p: p[1]) if n != 1]
+    strides = sorted(st for n, st in zip(t.shape, t.stride(), strict=True) if n != 1)
+    expect = 1
+    for n, st in zip(size, strides, strict=True):
+        if st != expect:
+            raise Unsupported
+        expect *= n
+    return t.as_strided((t.numel(),), (1,))
+
+
 @npu_kernel("fill_.Scalar", "fill_.Tensor", dtypes=FIB)
 def fill_(self: torch.Tensor, value: Any) -> torch.Tensor:
-    if not self.is_contiguous():
-        raise Unsupported
-    return op_library.fill_(self, value.item() if isinstance(value, torch.Tensor) else value)
+    op_library.fill_(_dense(self), value.item() if isinstance(value, torch.Tensor) else value)
+    return self
 
 
 @npu_kernel("zero_", dtypes=FIB)
 def zero_(self: torch.Tensor) -> torch.Tensor:
-    if not self.is_contiguous():
-        raise Unsupported
-    return op_library.fill_(self, 0)
+    op_library.fill_(_dense(self), 0)
+    return self
 
 
 # ------------------------------------------------------------------ matmul
@@ -243,7 +259,7 @@ family("mm", _mm, "", F, (0, 1), inplace=False)
 
 def _addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1) -> Any:
     b2, tb = _operand(mat2)
-    if tb and beta == 1 and alpha == 1 and self.dim() == 1 and self.shape[0] == b2.shape[0]:
+    if tb and beta == 1 and alpha == 1 and self.dim() == 1 and self.shape[0] == b2.shape[0] and mat1.shape[1]:
         return op_library.linear(mat1.contiguous(), b2, self)     # x @ w.T + bias: one kernel
     r = _mm(mat1, mat2)
     if alpha != 1:
@@ -383,11 +399,27 @@ npu_kernel("max.dim")(lambda s, dim, keepdim=False: tuple(op_library.max(s, dim,
 npu_kernel("min.dim")(lambda s, dim, keepdim=False: tuple(op_library.min(s, dim, keepdim)))
 npu_kernel("max")(lambda s: op_library.max(s))
 npu_kernel("min")(lambda s: op_library.min(s))
+npu_kernel("max.unary_out", keep=("out",))(lambda s, *, out: into(out, op_library.max(s)))
+npu_kernel("min.unary_out", keep=("out",))(lambda s, *, out: into(out, op_library.min(s)))
+
+
+def _dim_out(values: torch.Tensor, indices: torch.Tensor, r: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    return into(values, r[0]), into(indices, r[1])
+
+
+npu_kernel("max.dim_max", keep=("max", "max_values"))(lambda s, dim, keepdim=False, *, max, max_values: _dim_out(
+    max, max_values, op_library.max(s, dim, keepdim)))
+npu_kernel("min.dim_min", keep=("min", "min_indices"))(lambda s, dim, keepdim=False, *, min, min_indices: _dim_out(
+    min, min_indices, op_library.min(s, dim, keepdim)))
 family("cumsum", lambda s, dim, *, dtype=None: op_library.cumsum(s, dim, dtype=dtype), "", inplace=False)
 npu_kernel("var.correction")(lambda s, dim=None, *, correction=None, keepdim=False: op_library.var(
     s, _dims(dim), keepdim=keepdim, correction=correction))
 npu_kernel("std.correction")(lambda s, dim=None, *, correction=None, keepdim=False: op_library.std(
     s, _dims(dim), keepdim=keepdim, correction=correction))
+npu_kernel("var.correction_out", keep=("out",))(lambda s, dim=None, *, correction=None, keepdim=False, out: into(
+    out, op_library.var(s, _dims(dim), keepdim=keepdim, correction=correction)))
+npu_kernel("std.correction_out", keep=("out",))(lambda s, dim=None, *, correction=None, keepdim=False, out: into(
+    out, op_library.std(s, _dims(dim), keepdim=keepdim, correction=correction)))
 
 
 # ------------------------------------------------------------------ data movement
@@ -529,6 +561,9 @@ def avg_pool2d(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: 
     y = op_library.avg_pool2d(x, _pair(kernel_size), _stride(stride), _pair(padding), ceil_mode, count_include_pad,
                               divisor_override)
     return y[0] if one else y
+
+
+npu_kernel("avg_pool2d.out", keep=("out",))(lambda s, *a, out, **kw: into(out, avg_pool2d(s, *a, **kw)))
 
 
 @npu_kernel("avg_pool2d_backward")

@@ -14,6 +14,11 @@ take raises `Unsupported` and runs on the CPU fallback.
   that has a kernel for it: op_library.npu_rms_norm, one kernel for y and rstd. The backward gets
   rstd but not eps, so it is composed of elementwise and reduction kernels on rstd:
   gx = rstd * (gh - xhat * mean(gh * xhat)), gh = g * w, xhat = x * rstd; gw = sum(g * xhat).
+- activations and reductions composed of the op library's kernels: `elu` (scale / input_scale too, so
+  celu and selu), `softplus`, `hardtanh`, `hardsigmoid`, `mish`, `logsumexp`, `linalg_vector_norm`
+  (ord 1, 2, inf, -inf), `constant_pad_nd`; `dot` / `vdot` (real) / `mv` / `addmv` on the matmul kernel
+  (an empty inner dimension gives zeros without a launch: op_library.matmul leaves its output
+  unwritten then).
 - int64 `arange`, `add`, `fill_`, comparisons (position ids, label padding, mask building,
   BatchNorm's num_batches_tracked): computed in int32 by the kernels and widened on the host, as the
   op library does for int64 results (op_library.data: arange, full); values outside int32 run on the
@@ -29,7 +34,7 @@ import torch
 
 import op_library
 from torch_bridge.device.aten import KERNELS
-from torch_bridge.device.kernels import FI, Unsupported, into, npu_kernel
+from torch_bridge.device.kernels import FI, F, Unsupported, _mm, family, into, npu_kernel
 
 _I32 = 2 ** 31
 
@@ -228,3 +233,81 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> tor
     except RuntimeError:            # values outside int32, bad bounds: the CPU computes it (or raises torch's error)
         raise Unsupported from None
     return into(out, r)
+
+
+# ------------------------------------------------------------------ activations, reductions, matrix-vector
+def _elu(x: torch.Tensor, alpha: Any = 1, scale: Any = 1, input_scale: Any = 1) -> torch.Tensor:
+    """scale * (x if x > 0 else alpha * expm1(x * input_scale)) (celu and selu are elu with scales)."""
+    if scale == 1 and input_scale == 1:
+        return op_library.elu(x, float(alpha))
+    neg = op_library.mul(op_library.expm1(op_library.mul(x, input_scale)), alpha * scale)
+    return op_library.where(op_library.gt(x, 0), op_library.mul(x, scale), neg)
+
+
+family("elu", _elu, "", F)
+family("softplus", lambda x, beta=1, threshold=20: op_library.softplus(x, beta, threshold), "", F, inplace=False)
+family("hardtanh", lambda x, min_val=-1, max_val=1: op_library.clamp(x, min_val, max_val), "", F)
+family("hardsigmoid", lambda x: op_library.div(op_library.clamp(op_library.add(x, 3), 0, 6), 6), "", F)
+family("mish", lambda x: op_library.mul(x, op_library.tanh(op_library.log1p(op_library.exp(x)))), "", F)
+
+
+def _all_dims(x: torch.Tensor, dim: Any) -> list[int]:
+    return list(range(x.dim())) if dim is None or (isinstance(dim, (list, tuple)) and not dim) else list(dim)
+
+
+def _logsumexp(x: torch.Tensor, dim: Any, keepdim: bool = False) -> torch.Tensor:
+    if x.numel() == 0:
+        raise Unsupported           # an empty reduction: the CPU's result and errors
+    if x.dim() == 0:                # a scalar: over its one element (a view as 1-D)
+        if any(d not in (0, -1) for d in _all_dims(x, dim)) and dim:
+            raise Unsupported
+        return op_library.logsumexp(x.reshape(1), [0], False).reshape(())
+    return op_library.logsumexp(x, _all_dims(x, dim), keepdim)
+
+
+family("logsumexp", _logsumexp, "", F, inplace=False)
+
+
+def _vector_norm(x: torch.Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
+                 dtype: Any = None) -> torch.Tensor:
+    if ord not in (1, 2, float("inf"), float("-inf")) or dtype not in (None, x.dtype) or x.dim() == 0 \
+            or x.numel() == 0:
+        raise Unsupported
+    return op_library.norm(x, ord, _all_dims(x, dim), keepdim)
+
+
+family("linalg_vector_norm", _vector_norm, "", F, inplace=False)
+
+
+@npu_kernel("constant_pad_nd", dtypes=FI)
+def constant_pad_nd(x: torch.Tensor, pad: Sequence[int], value: Any = 0) -> torch.Tensor:
+    if x.numel() == 0 or len(pad) > 2 * x.dim():
+        raise Unsupported
+    return op_library.pad(x, list(pad), "constant", value)
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.dim() != 1 or b.dim() != 1 or a.shape != b.shape or a.dtype != b.dtype:
+        raise Unsupported           # torch's error text comes from the CPU kernel
+    return _mm(a.reshape(1, -1) if a.numel() else a.reshape(1, 0), b.reshape(-1, 1)).reshape(())
+
+
+def _mv(m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    if m.dim() != 2 or v.dim() != 1 or m.shape[1] != v.shape[0] or m.dtype != v.dtype:
+        raise Unsupported
+    return _mm(m, v.reshape(-1, 1)).reshape(m.shape[0])
+
+
+def _addmv(s: torch.Tensor, m: torch.Tensor, v: torch.Tensor, *, beta: Any = 1, alpha: Any = 1) -> torch.Tensor:
+    r = _mv(m, v)
+    if alpha != 1:
+        r = op_library.mul(r, alpha)
+    if beta == 0:
+        return r
+    return op_library.add(r, s if beta == 1 else op_library.mul(s, beta))
+
+
+family("dot", _dot, "", F, (0, 1), inplace=False)
+npu_kernel("vdot", check=(0, 1))(_dot)           # real tensors: no conjugate
+family("mv", _mv, "", F, (0, 1), inplace=False)
+family("addmv", _addmv, "", F, (0, 1, 2))

@@ -103,3 +103,23 @@ def test_linear_with_no_inner_dimension():
     torch.testing.assert_close(op_library.linear(x, w), torch.zeros(2, 3, 4))
     torch.testing.assert_close(torch.nn.functional.linear(x.npu(), w.npu(), b.npu()).cpu(),
                                torch.nn.functional.linear(x, w, b))
+
+
+def test_untyped_storage_on_npu():
+    """torch's constructor would dereference the missing C++ allocator; ours uses the caching one."""
+    before = torch.npu.memory_allocated()
+    s = torch.UntypedStorage(100, device="npu")
+    assert s.device == torch.device("npu", 0) and s.nbytes() == 100
+    assert torch.npu.memory_allocated() > before
+    b = torch.UntypedStorage([1, 2, 255], device="npu:0")
+    assert b.device.type == "npu" and b.cpu().tolist() == [1, 2, 255]
+    assert torch.UntypedStorage(device="npu").nbytes() == 0
+    t = torch.TypedStorage(4, dtype=torch.float32, device="npu")
+    assert t.device.type == "npu" and t.size() == 4
+    assert torch.UntypedStorage(3).device.type == "cpu"   # CPU storages are torch's
+    with pytest.raises(RuntimeError, match="Invalid device ordinal"):
+        torch.UntypedStorage(3, device="npu:9")
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.UntypedStorage(-1, device="npu")
+    del s, b, t
+    assert torch.npu.memory_allocated() == before

@@ -186,7 +186,7 @@ def linear(x: Any, w: Any, bias: Any = None, cores: int | None = None) -> Any:
         if x.dim() >= 1 and x.numel() > 0 and w.dim() == 2:
             return _linear_planned(key, x, w, bias, ins, cores)
     lead = x.shape[:-1]
-    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    x2 = x.reshape(math.prod(lead), x.shape[-1]).contiguous()   # not -1: K may be 0
     if bias is None:
         y = matmul(x2, w, transpose_b=True, cores=cores)
     else:
@@ -230,7 +230,7 @@ def linear_backward(grad: Any, x: Any, w: Any, with_bias: bool = True) -> tuple[
     """For y = x @ w.T + b: grad_x = grad @ w, grad_w = grad.T @ x, grad_b = grad summed over rows."""
     torch = _torch()
     g2 = grad.reshape(-1, grad.shape[-1]).contiguous()
-    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    x2 = x.reshape(g2.shape[0], x.shape[-1]).contiguous()   # not -1: K may be 0
     gx = matmul(g2, w).reshape(x.shape)
     gw = matmul(g2, x2, transpose_a=True)
     gb = None

@@ -159,7 +159,11 @@ TORCH = {"exp": torch.exp, "log": torch.log, "tanh": torch.tanh, "sigmoid": torc
 def test_edges_as_torch(op: str) -> None:
     """NaN, infinities and zeros where torch has them; elsewhere within the bound of the exact value."""
     y = run(op, SPECIAL)
-    want = TORCH[op](torch.from_numpy(SPECIAL)).numpy()
+    # element by element: torch's scalar path. Its vector path is not the same function at the edges
+    # (torch 2.13's vectorised gelu gives NaN for +inf, its scalar tail +inf), so whether torch answers
+    # NaN would depend on where the lane boundaries fall, which differs between AVX2 and AVX-512.
+    t = torch.from_numpy(SPECIAL)
+    want = torch.cat([TORCH[op](t[i:i + 1]) for i in range(len(t))]).numpy()
     assert np.array_equal(np.isnan(y), np.isnan(want)), (op, SPECIAL, y, want)
     inf = np.isinf(want)
     assert np.array_equal(y[inf], want[inf]), (op, y, want)

@@ -35,6 +35,7 @@ def register() -> None:
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
     _setup_privateuseone_for_python_backend("npu", backend_module=runtime)
     memory.init_devices()
+    memory.install_storage_constructor()
     fallback.register()
     aten.register()
     from torch_bridge import ops

@@ -75,13 +75,27 @@ def empty_strided(size: Any, stride: Any, *, dtype: Any = None, layout: Any = No
 def _copy_from(self: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
     """copy_ between devices (or npu to npu): a host copy through the aliases (the simulated DMA); a
     dtype change on the device runs the op library's cast kernel first."""
-    src = A(self)
+    src = _logical(self)
     if (self.device.type == "npu" and self.dtype != dst.dtype and self.dtype in _CAST and dst.dtype in _CAST
             and self.numel()):
         src = op_library.npu_dtype_cast(src.contiguous(), dst.dtype)
-    A(dst).copy_(src)
+    _logical(dst).copy_(src)
     streams.note_copy(self, dst)
     return dst
+
+
+def _logical(t: torch.Tensor) -> torch.Tensor:
+    """The CPU alias of `t` with its lazy conjugate / negative bits (torch's CPU copy resolves them).
+
+    _copy_from is also registered for the Conjugate and Negative keys: left to torch's fallback for
+    those keys, a copy of a lazily conjugated npu tensor (`fft.ifft`'s result, `x.conj()`) would
+    materialise it by clone -> copy_ -> _copy_from -> the same fallback, until the stack overflows."""
+    a = A(t)
+    if t.is_conj():
+        a = a.conj()
+    if t.is_neg():
+        a = a._neg_view()
+    return a
 
 
 _CAST = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8, torch.bool)
@@ -91,7 +105,7 @@ _CAST = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8, 
 def _copy_from_and_resize(self: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     if dst.shape != self.shape:
         dst.resize_(self.shape)
-    A(dst).copy_(A(self))
+    _logical(dst).copy_(_logical(self))
     streams.note_copy(self, dst)
     return dst
 
@@ -251,3 +265,8 @@ def register() -> None:
     _LIB = Library("aten", "IMPL")
     for name, fn in KERNELS.items():
         _LIB.impl(name, fn if name in PLAIN else _device_op(name, fn), "PrivateUse1")
+    from torch_bridge.device import pinned
+    pinned.register(_LIB)
+    for name in ("_copy_from", "_copy_from_and_resize"):   # see _logical
+        for key in ("Conjugate", "Negative"):
+            _LIB.impl(name, KERNELS[name], key)

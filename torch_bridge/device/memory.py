@@ -266,3 +266,47 @@ def _raw_alias(t: torch.Tensor) -> torch.Tensor:
 def host_bytes(st: torch.UntypedStorage) -> torch.Tensor:
     """A uint8 CPU tensor over an npu storage's bytes (valid while the storage lives)."""
     return torch.empty(0, dtype=_UINT8).set_(_STORAGE(st.data_ptr(), _CPU, st.nbytes()))
+
+
+# ------------------------------------------------------------------ torch.UntypedStorage(..., device="npu")
+_STORAGE_NEW: Any = torch._C.StorageBase.__new__
+
+
+def _storage_new(cls: Any, *args: Any, device: Any = None, **kwargs: Any) -> Any:
+    """torch.UntypedStorage's constructor, with npu storages from the caching allocator.
+
+    torch's C++ constructor asks the device's C++ allocator for the memory, and a Python backend has
+    none: `torch.UntypedStorage(n, device="npu")` dereferenced a null allocator and killed the
+    process. `UntypedStorage(n, device=...)` and `UntypedStorage(sequence, device=...)` of npu are
+    made here (the sequence goes through a CPU storage); every other form is torch's."""
+    if device is None or kwargs or cls is not torch.UntypedStorage:
+        return _STORAGE_NEW(cls, *args, device=device, **kwargs)
+    d = torch.device(device)
+    if d.type != "npu":
+        return _STORAGE_NEW(cls, *args, device=device)
+    index = check_index(d.index) if d.index is not None else _current()
+    if len(args) > 1:
+        raise TypeError(f"UntypedStorage(): expected at most one positional argument (a size or a sequence), "
+                        f"got {len(args)}")
+    src = None
+    if not args:
+        nbytes = 0
+    elif isinstance(args[0], int):
+        if args[0] < 0:
+            raise RuntimeError(f"Storage size must be non-negative, but got {args[0]}")
+        nbytes = args[0]
+    else:
+        src = _STORAGE_NEW(cls, args[0])   # torch's own parsing and errors for a sequence of bytes
+        nbytes = src.nbytes()
+    st = new_storage(nbytes, index)
+    if src is not None and nbytes:
+        host_bytes(st).copy_(torch.empty(0, dtype=_UINT8).set_(src))
+    return st
+
+
+def _current() -> int:
+    return int(torch.npu.current_device())  # type: ignore[attr-defined]
+
+
+def install_storage_constructor() -> None:
+    torch.UntypedStorage.__new__ = _storage_new  # type: ignore[method-assign]

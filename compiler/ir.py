@@ -126,6 +126,38 @@ class Store(Stmt):
 
 
 @dataclass(frozen=True)
+class Indexed:
+    """How a GM window addressed by a UB index tile finds its elements (`x[idx, :]`, `x[t, idx]`,
+    `compiler.gathers`): element (r, c) of the tile is GM element
+    ``ref.offset + r * ref.stride + c * ref.step + index[r or (r, c)] * istride``, every index
+    checked against `bound` (the size of dimension `dim`) before any byte moves. `per_row`: one
+    index per row (a 1-D tile of R, or (R, 1)), the row one burst; else one per element."""
+
+    index: Buf
+    istride: SExpr
+    bound: SExpr
+    dim: int
+    per_row: bool
+
+    def __repr__(self) -> str:
+        return f" by {self.index!r} (dim {self.dim}{', per row' if self.per_row else ''})"
+
+
+@dataclass(frozen=True)
+class GMGather(Load):
+    """A Load whose rows / elements are picked by an index tile (`by`); src.step is set, never None."""
+
+    by: Indexed = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class GMScatter(Store):
+    """An atomic Store (`dsl.atomic_add(y[idx, :], tile)`) whose rows / elements `by` picks."""
+
+    by: Indexed = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
 class Move(Stmt):
     """On-chip copy between buffers (UB->UB, L1->L0A, L0C->UB, ...)."""
 
@@ -417,11 +449,11 @@ def _dump_body(body: tuple[Stmt, ...], ind: int, out: list[str], core: bool) -> 
                 out.append(f"{pad}else:")
                 _dump_body(s.orelse, ind + 1, out, core)
         elif isinstance(s, Load):
-            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{line}")
+            out.append(f"{pad}{_tag(s, core)}{s.dst!r} <- {s.src!r}{getattr(s, 'by', None) or ''}{line}")
         elif isinstance(s, Store):
             fix = f" ({s.fix!r})" if s.fix is not None else ""
             arrow = "+=" if s.atomic else "<-"
-            out.append(f"{pad}{_tag(s, core)}{s.dst!r} {arrow} {s.src!r}{fix}{line}")
+            out.append(f"{pad}{_tag(s, core)}{s.dst!r} {arrow} {s.src!r}{fix}{getattr(s, 'by', None) or ''}{line}")
         elif isinstance(s, Move):
             extra = (" (transposed)" if s.transpose else "") + (f" ({s.fix!r})" if s.fix is not None else "")
             extra += f" (rows from {fmt(s.row0)})" if s.row0 is not None else ""
@@ -462,6 +494,8 @@ def accesses(s: Stmt) -> list[tuple[Buf, bool]]:
 
 
 def _accesses(s: Stmt) -> list[tuple[Buf, bool]]:
+    if isinstance(s, (GMGather, GMScatter)):  # the index tile is read too
+        return [(s.dst, True) if isinstance(s, GMGather) else (s.src, False), (s.by.index, False)]
     if isinstance(s, Load):
         return [(s.dst, True)]
     if isinstance(s, Store):

@@ -23,8 +23,9 @@ Dataflow.
   (D, BC) slab per leading index and dsl.gather along the rows (axis=0). D is taken BD at a time
   with a mask, so any size fits UB. An index shorter than the input in a dim other than `dim`
   reads the input's matching corner (made contiguous first). Backward = scatter_add into zeros.
-- scatter_add: the result starts as a copy of input (copy2d), then one atomic add per src element
-  (`scatter_add_elems`; f16/bf16 add in f32 and round once per add, as torch's CPU kernel does).
+- scatter_add: the result starts as a copy of input (copy2d), then per block of index elements one
+  MTE3 scatter-add picked by the index tile (`dsl.atomic_add(y[a, idx, c], src)`, a burst per
+  element: `scatter_add_elems`; f16/bf16 add in f32 and round once per add, as torch's CPU kernel does).
   Its backward: grad for input is grad itself (a copy), for src gather(grad, dim, index).
 - tril / triu: (B, M, N) views, a where() against a row-index column. Backward: the same mask.
 - pad (constant mode): padding of the last dim or the last two is one `pad2d` launch on (P, H, W)
@@ -36,8 +37,8 @@ Dataflow.
   arange_i, fill2d / fill2d_int.
 
 Known limits: cat of tensors of different dtypes (torch promotes) raises; F.pad modes other than
-'constant' raise NotImplementedError; scatter_add is one atomic DMA per element (slow on large
-inputs); permutes that merge to more than 8 dims raise.
+'constant' raise NotImplementedError; scatter_add's adds are one burst per element (an index per
+element: no row bursts); permutes that merge to more than 8 dims raise.
 """
 from __future__ import annotations
 
@@ -455,7 +456,9 @@ def _scatter_into(y: Any, d: int, idx: Any, src: Any) -> None:
     ys = list(y.shape)
     if ys[:d] != sh[:d] or ys[d + 1:] != sh[d + 1:]:
         raise AssertionError("scatter target must match the index outside dim (sliced by the caller)")
-    K.scatter_add_elems(idx.reshape(A, n, B), src.reshape(A, n, B), y.reshape(A, ys[d], B))
+    bc = max(2, _blocks(B, 256))   # a step > 1: c is a window of columns, never a scalar
+    bj = _blocks(n, max(1, 4096 // bc))
+    K.scatter_add_elems(idx.reshape(A, n, B), src.reshape(A, n, B), y.reshape(A, ys[d], B), BJ=bj, BC=bc)
 
 
 def scatter_add(input: Any, dim: int, index: Any, src: Any) -> Any:

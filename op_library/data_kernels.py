@@ -283,15 +283,10 @@ def gather_mid(x: GM, idx: GM, y: GM, BN: Const[int] = 64, BC: Const[int] = 64, 
 
 
 @dsl.kernel
-def scatter_add_elems(idx: GM, src: GM, y: GM, R: Const[int] = 64):
-    """y[a, idx[a, j, c], c] += src[a, j, c] for idx / src (A, n, B), y (A, D, B): one atomic add per element,
-    R index rows per tile."""
-    n = idx.shape[1]
-    B = idx.shape[2]
-    for t in dsl.tiles(idx.shape[0] * n, R):
-        for k in dsl.range(t.len):
-            row = t.start + k
-            a = row // n
-            j = row % n
-            for c in dsl.range(B):
-                dsl.atomic_add(y[a, idx[a, j, c], c:c + 1], src[a, j, c:c + 1])
+def scatter_add_elems(idx: GM, src: GM, y: GM, BJ: Const[int] = 64, BC: Const[int] = 64):
+    """y[a, idx[a, j, c], c] += src[a, j, c] for idx (i32) / src (A, n, B), y (A, D, B): per block of BJ x BC
+    elements one index tile, one src tile and one MTE3 scatter-add picked by the index tile (a burst
+    per element; repeated indices add up)."""
+    for a, jt in dsl.tiles2d((idx.shape[0], idx.shape[1]), (1, BJ)):
+        for c in dsl.range(0, idx.shape[2], BC):
+            dsl.atomic_add(y[a.start, idx[a.start, jt, c], c], src[a.start, jt, c])

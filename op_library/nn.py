@@ -25,11 +25,12 @@ Ops (torch's names, arguments and defaults; CPU tensors in and out):
   plus the smoothing term). Probability (float) targets are not supported (NotImplementedError).
 - `nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
   reduction="mean")` and `nll_loss_backward(grad, input, target, weight=None, ignore_index=-100,
-  reduction="mean")`: the scalar unit reads each row's target and log-probability. sum / mean: the
-  reads are added up per block of rows in f32 (`nll_sum_kernel`, one store per block) and the block
-  sums by `sum_kernel`; the targets' range check is the reads' own bounds check (E404 becomes torch's
-  IndexError "Target t is out of bounds."), so the host only converts them to int32. none: one
-  value per row (`nll_rows_kernel`). The gradient is a one-hot row per target (`nll_backward_kernel`).
+  reduction="mean")`: per block of rows the targets are loaded as a tile and the log-probabilities
+  gathered from GM by it (`x[t, idx]`, one MTE2 burst per row; the weights by `w[idx]`). sum / mean:
+  the products are added up per block in f32 on V (`nll_sum_kernel`, one store per block) and the
+  block sums by `sum_kernel`; the targets' range check is the gather's own index check (E404 becomes
+  torch's IndexError "Target t is out of bounds."), so the host only converts them to int32. none:
+  one value per row (`nll_rows_kernel`). The gradient is a one-hot row per target (`nll_backward_kernel`).
 - `mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None)` and
   `mse_loss_backward(grad, input, target, reduction="mean") -> (grad_input, grad_target)`. Inputs of
   different shapes are broadcast as torch does (expanded and made contiguous on the host, a copy);
@@ -377,15 +378,20 @@ def nll_loss(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
     loss = torch.empty(M, dtype=input.dtype if reduction == "none" else torch.float32)
     wt = torch.empty(M, dtype=torch.float32)
     if M:
-        K.nll_rows_kernel(x, tgt, w, loss, wt, _ign(ignore_index), HAS_W=int(weight is not None))
+        K.nll_rows_kernel(x, tgt, w, loss, wt, _ign(ignore_index), R=_nll_r(M), HAS_W=int(weight is not None))
     if reduction == "none":
         return loss.reshape(target.shape)
     return _reduce(loss, reduction, wt, input.dtype)
 
 
 
-_NLL_R = 64   # rows per block of nll_sum_kernel
-_E404_INDEX = re.compile(r"index (-?\d+) is outside")
+_CORES = 24   # the default config's AI cores: blocks per launch to aim for (a schedule choice only)
+_E404_INDEX = re.compile(r"index (-?\d+) .*is outside")
+
+
+def _nll_r(M: int) -> int:
+    """Rows per block of the nll kernels: a power of two from 64 to 2048, about a block per core."""
+    return max(64, min(2048, 1 << max(0, -(-M // _CORES) - 1).bit_length()))
 
 
 def _nll_reduced(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int,
@@ -403,9 +409,10 @@ def _nll_reduced(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor
     if M == 0:
         K.sum_kernel[1](torch.zeros(1), out, torch.zeros(1), MEAN=int(reduction == "mean"))
         return out.reshape(())
-    part = torch.empty(2, -(-M // _NLL_R), dtype=torch.float32)
+    r = _nll_r(M)
+    part = torch.empty(2, -(-M // r), dtype=torch.float32)
     try:
-        K.nll_sum_kernel(x, tgt, _weight_arg(weight), part, ignore_index, R=_NLL_R, HAS_W=int(weight is not None))
+        K.nll_sum_kernel(x, tgt, _weight_arg(weight), part, ignore_index, R=r, HAS_W=int(weight is not None))
     except KernelError as e:
         m = _E404_INDEX.search(e.message) if e.code == "E404" else None
         if m is None:

@@ -105,51 +105,46 @@ def target_weight_kernel(tgt: GM[i32], w: GM[f32], wt: GM[f32], ign: int, R: Con
 
 
 @dsl.kernel
-def nll_rows_kernel(x: GM, tgt: GM[i32], w: GM[f32], loss: GM, wt: GM[f32], ign: int, R: Const[int] = 64,
-                    HAS_W: Const[int] = 0):
+def nll_rows_kernel(x: GM, tgt: GM[i32], w: GM[f32], loss: GM, wt: GM[f32], ign: int,
+                    R: Const[int] = 1024, HAS_W: Const[int] = 0):
     """loss[j] = -w[tgt[j]] * x[j, tgt[j]] and wt[j] = w[tgt[j]] (both 0 where tgt[j] == ign; w = 1
-    without HAS_W): one scalar read of the target log-probability per row."""
+    without HAS_W): per block of R rows one load of the targets,
+    one MTE2 gather of an element per row (x[t, idx]) and of the weights (w[idx]); ignored rows
+    read column 0 and are masked (their x may be -inf)."""
     for t in dsl.tiles(tgt.shape[0], R):
-        for r in dsl.range(t.len):
-            j = t.start + r
-            i = tgt[j]
-            if i == ign:
-                loss[j:j + 1] = 0.0
-                wt[j:j + 1] = 0.0
-            elif HAS_W:
-                wi = w[i]
-                loss[j:j + 1] = -(wi * x[j, i])
-                wt[j:j + 1] = wi
-            else:
-                loss[j:j + 1] = -x[j, i]
-                wt[j:j + 1] = 1.0
-
+        ti = tgt[t]
+        ok = ti != ign
+        safe = dsl.where(ok, ti, 0)
+        v = dsl.cast(x[t, safe], f32)
+        if HAS_W:
+            wi = dsl.where(ok, w[safe], 0.0)
+        else:
+            wi = dsl.cast(ok, f32)
+        loss[t] = dsl.cast(dsl.where(ok, -(wi * v), 0.0), loss.dtype)
+        wt[t] = wi
 
 
 @dsl.kernel
-def nll_sum_kernel(x: GM, tgt: GM[i32], w: GM[f32], part: GM[f32, 2], ign: int, R: Const[int] = 64,
+def nll_sum_kernel(x: GM, tgt: GM[i32], w: GM[f32], part: GM[f32, 2], ign: int, R: Const[int] = 1024,
                    HAS_W: Const[int] = 0):
     """part[0, b] = -sum of w[t_j] * x[j, t_j] and part[1, b] = sum of w[t_j] over the rows j of block b
-    (rows with t_j == ign add 0; w = 1 without HAS_W): the scalar unit reads each target and its
-    log-probability and adds them up in f32, one store per block of R rows (sum_kernel adds the
-    blocks). A target outside [0, C) is caught by the read's bounds check (E404)."""
+    (rows with t_j == ign add 0; w = 1 without HAS_W): one MTE2 gather of an
+    element per row (x[t, idx]; the weights by w[idx]), the products added up in f32 on V, one store
+    per block of R rows (sum_kernel adds the blocks). A target outside [0, C) is caught by the
+    gather's index check (E404) before anything is read."""
     for t in dsl.tiles(tgt.shape[0], R):
-        s = 0.0
-        d = 0.0
-        for r in dsl.range(t.len):
-            j = t.start + r
-            i = tgt[j]
-            if i != ign:
-                if HAS_W:
-                    wi = w[i]
-                    s = s + wi * x[j, i]
-                    d = d + wi
-                else:
-                    s = s + x[j, i]
-                    d = d + 1.0
+        ti = tgt[t]
+        ok = ti != ign
+        safe = dsl.where(ok, ti, 0)
+        v = dsl.cast(x[t, safe], f32)
+        if HAS_W:
+            wi = dsl.where(ok, w[safe], 0.0)
+        else:
+            wi = dsl.cast(ok, f32)
         b = t.start // R
-        part[0:1, b:b + 1] = dsl.full((1, 1), -s, f32)
-        part[1:2, b:b + 1] = dsl.full((1, 1), d, f32)
+        part[0:1, b:b + 1] = -dsl.sum(dsl.where(ok, wi * v, 0.0), axis=0, keepdims=True)
+        part[1:2, b:b + 1] = dsl.sum(wi, axis=0, keepdims=True)
+
 
 @dsl.kernel
 def ce_rows_kernel(x: GM, tgt: GM[i32, 2], w: GM[f32], wt: GM[f32, 2], loss: GM, ign: int, a: float,

@@ -14,6 +14,7 @@ from compiler.backend.codegen_atomic import gen_atomic
 from compiler.backend.codegen_cube import forwarding, gen_cube_mmad
 from compiler.backend.codegen_elem import i64_of
 from compiler.backend.codegen_gather import gen_indexed, gen_load_scalar
+from compiler.backend.codegen_gm_index import gen_gm_indexed
 from compiler.backend.codegen_stream import Streams, gen_member
 from compiler.backend.codegen_vector import gen_dma, gen_move, gen_vop
 from compiler.backend.gen import LL, CheckInfo, Gen
@@ -22,6 +23,8 @@ from compiler.ir import (
     Check,
     Flag,
     For,
+    GMGather,
+    GMScatter,
     If,
     Kernel,
     Load,
@@ -78,6 +81,8 @@ def gen_stmt(g: Gen, s: Stmt) -> None:
         g.event(Instr.WAIT_FLAG if s.wait else Instr.SET_FLAG, pipe, s.loc, int(other), g.sval(s.event))
     elif isinstance(s, Barrier):
         g.event(Instr.BARRIER, Pipe.ALL, s.loc)
+    elif isinstance(s, (GMGather, GMScatter)):
+        gen_gm_indexed(g, s)
     elif isinstance(s, Load):
         assert s.instr is not None, "units are assigned by the schedule"
         gen_dma(g, s.instr, s.src, s.dst, True, s.loc)

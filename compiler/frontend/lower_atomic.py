@@ -4,15 +4,18 @@ cores (Ascend C's SetAtomicAdd around a DataCopy UB -> GM on MTE3, or a Fixpipe 
 The window is any window a store accepts; the tile comes from UB (a vector result, a loaded
 window) or from L0C (a cube accumulator, with the FIX pipe's scale / relu / cast applied before
 the add). It becomes a `Store` with `atomic=True`, which the schedule routes to
-`COPY_UB_GM_ATOMIC` / `COPY_L0C_GM_ATOMIC`.
+`COPY_UB_GM_ATOMIC` / `COPY_L0C_GM_ATOMIC`. A window picked by an index tile (`y[idx, :]`,
+`lower_gather.XV`) becomes a `GMScatter` from UB: rows (or elements) added where the indices say,
+repeated indices adding up.
 """
 from __future__ import annotations
 
 from typing import Protocol
 
 from compiler import sexpr as S
+from compiler.frontend.lower_gather import XV
 from compiler.frontend.values import FV, MV, RV, SV, TV
-from compiler.ir import Buf, Stmt, Store
+from compiler.ir import Buf, GMScatter, Stmt, Store
 from dsl import ast as A
 from dsl.errors import KernelError, SourceLoc
 from dsl.types import Mem, bf16, f16, f32, i32
@@ -25,6 +28,7 @@ class Lowerer(Protocol):
     def fixable(self, v: object) -> FV | None: ...
     def mmad_new(self, mv: MV, loc: SourceLoc, name: str) -> Buf: ...
     def load(self, r: RV, loc: SourceLoc, name: str = "t") -> Buf: ...
+    def as_tile(self, v: object, loc: SourceLoc) -> Buf | None: ...
     def extent_check(self, a: S.SExpr, b: S.SExpr, capa: S.SExpr, capb: S.SExpr, loc: SourceLoc,
                      what: str) -> None: ...
 
@@ -60,6 +64,11 @@ def atomic_add(lw: Lowerer, dst: object, src: object, call: A.Call, loc: SourceL
         raise KernelError("E204", f"atomic add into '{ref.name}' of {ref.dtype} is not supported", dloc,
                           "atomic adds work on f32, f16, bf16 and i32 tensors: accumulate into an i32 "
                           "(or f32) tensor and convert it afterwards")
+    xv = dst if isinstance(dst, XV) else None  # dsl.atomic_add(y[idx, :], tile): a scatter-add
+    if xv is not None and (isinstance(src, MV) or lw.fixable(src) is not None):
+        ub = lw.as_tile(src, sloc)  # through UB: an indexed add goes out on MTE3
+        assert ub is not None, "a product or an L0C result always moves to UB"
+        src = TV(ub)
     if isinstance(src, MV):  # a bare product: into L0C first
         src = TV(lw.mmad_new(src, sloc, "t"))
     fv = lw.fixable(src)
@@ -88,6 +97,9 @@ def atomic_add(lw: Lowerer, dst: object, src: object, call: A.Call, loc: SourceL
         raise KernelError("E204", f"cannot add a {b.dtype} tile into '{ref.name}' of {ref.dtype}", sloc,
                           f"cast it first: dsl.cast(..., {ref.dtype})")
     _check_window(lw, dst, b.rank, b.ext, b.cap, loc)
+    if xv is not None:
+        lw.emit(GMScatter(ref, b, None, xv.at or dloc, atomic=True, by=xv.by))
+        return
     lw.emit(Store(ref, b, None, loc, atomic=True))
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Unpack
 
 from compiler import sexpr as S
 from compiler.frontend.lower_cube import _fix_cast_ok
+from compiler.frontend.lower_gather import XV
 from compiler.frontend.values import FV, MV, RV, SV, TV, BufOptions, Obj, TupleV
 from compiler.ir import Buf, Check, Fix, GMRef, Load, Move, Print, SetVar, Stmt, VOp
 from compiler.sexpr import F64, I64, SExpr
@@ -352,6 +353,8 @@ class CallLowering:
                 self.emit(SetVar(dst.ext[d].args[0], ext[d], loc))
 
     def copy(self, dst: object, src: object, loc: SourceLoc) -> None:
+        if isinstance(src, XV):  # gathered through an index tile (lower_gather), then moved
+            src = TV(self.load(src, loc))
         if isinstance(dst, TV) and isinstance(src, RV) and dst.buf.parent is not None:
             self.copy_into_window(dst.buf, src.ref, loc)  # into a sub-window of an L1 panel (lower_l1)
         elif isinstance(dst, TV) and isinstance(src, RV):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Unpack
 
 from compiler import sexpr as S
+from compiler.frontend.lower_gather import XV
 from compiler.frontend.lower_slices import slice_checks
 from compiler.frontend.values import FV, GV, MV, RV, SV, SW, TGV, TR, TV, BufOptions, ShapeV, TupleV
 from compiler.ir import Buf, Check, GMRef, Load, Stmt, Store, VOp
@@ -41,6 +42,8 @@ class WindowLowering:
         def load_transposed(self, r: RV, loc: SourceLoc, name: str = "t", dst: Buf | None = None) -> Buf: ...
         def store_transposed(self, r: RV, value: object, loc: SourceLoc) -> None: ...
         def read_element(self, r: RV, loc: SourceLoc) -> SV: ...
+        def index_region(self, g: GV, dims: list, steps: list[int], picked: tuple, loc: SourceLoc) -> XV: ...
+        def gather_load(self, r: XV, loc: SourceLoc, name: str) -> Buf: ...
 
     def subscript(self, e: A.Subscript) -> object:
         base = self.expr(e.value)
@@ -90,6 +93,7 @@ class WindowLowering:
             raise err("E205", f"too many indices: {len(idx)} for '{g.p.name}' of rank {rank}", index.loc)
         dims = []  # (start, len, cap, is_scalar)
         steps = [1] * rank
+        picked = None  # (dimension, index tile, loc): a GM gather / scatter (lower_gather)
         for d in range(rank):
             shape = g.shape(d)
             if d >= len(idx):
@@ -125,8 +129,14 @@ class WindowLowering:
                                 "an index runs from 0 to the dimension's size - 1: check the data or loop that gave it",
                                 ix.loc))
                 dims.append((i, ONE, ONE, True))
+            elif isinstance(v, (TV, RV)) and picked is None:  # x[idx, :], x[t, idx]: indices from a tile
+                picked = (d, v, ix.loc)
+                dims.append((S.const(0), ONE, ONE, True))
             else:
-                raise err("E210", "a GM index must be a tile range (from dsl.tiles), a slice or an integer", ix.loc)
+                raise err("E210", "a GM index must be a tile range (from dsl.tiles), a slice, an integer or "
+                          "one integer index tile", ix.loc)
+        if picked is not None:
+            return self.index_region(g, dims, steps, picked, loc)
         tiled = [k for k, dm in enumerate(dims) if not dm[3]]
         if len(tiled) > 2:
             raise err("E205", f"this window of '{g.p.name}' has {len(tiled)} tiled dimensions; tiles have at most 2",
@@ -156,6 +166,8 @@ class WindowLowering:
         return RV(g, ref, len(tiled), (rows[2], cols[2]), full=full)
 
     def load(self, r: RV, loc: SourceLoc, name: str = "t") -> Buf:
+        if isinstance(r, XV):
+            return self.gather_load(r, loc, name)
         if r.transposed:
             return self.load_transposed(r, loc, name)
         for c in r.cap:
@@ -174,6 +186,9 @@ class WindowLowering:
         if r.rank == 0:
             raise err("E210", f"writing single elements of '{r.ref.name}' is not supported", loc,
                       f"store a one-element window: {r.ref.name}[i:i + 1] = dsl.full((1,), v, {r.ref.dtype})")
+        if isinstance(r, XV):
+            raise err("E210", f"a store through an index tile into '{r.ref.name}' is an atomic add", loc,
+                      f"dsl.atomic_add({r.ref.name}[idx, ...], tile) (repeated indices add up)")
         if r.transposed:
             self.store_transposed(r, value, loc)
             return

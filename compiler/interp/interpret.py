@@ -45,6 +45,7 @@ from compiler import sexpr as S
 from compiler.extents import dyn_broadcasts
 from compiler.interp.interpret_atomic import accumulate
 from compiler.interp.interpret_gather import indexed, load_scalar
+from compiler.interp.interpret_gm_index import gm_indexed
 from compiler.interp.interpret_rng import rng_values
 from compiler.interp.interpret_rules import (
     ZERO,
@@ -69,7 +70,9 @@ from compiler.ir import (
     Fix,
     Flag,
     For,
+    GMGather,
     GMRef,
+    GMScatter,
     If,
     Kernel,
     Load,
@@ -271,6 +274,8 @@ class Core:
             self.event(Instr.WAIT_FLAG if s.wait else Instr.SET_FLAG, pipe, s.loc, int(other), self.i64(s.event))
         elif isinstance(s, Barrier):
             self.event(Instr.BARRIER, Pipe.ALL, s.loc)
+        elif isinstance(s, (GMGather, GMScatter)):
+            gm_indexed(self, s)
         elif isinstance(s, Load):
             assert s.instr is not None, "units are assigned by the schedule"
             self.dma(s.instr, s.src, s.dst, True, s.loc)

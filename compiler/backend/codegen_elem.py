@@ -174,14 +174,24 @@ def f32lit(v: float) -> str:
 
 
 # ------------------------------------------------------------------ reductions
-def gen_reduce(g: Gen, s: VOp) -> None:
+def reduce_event(g: Gen, s: VOp) -> None:
+    """The trace event of a reduction: its source's elements, element bytes and rows."""
+    src = s.srcs[0]
+    assert isinstance(src, Buf)
+    rows, cols = i64_of(g, src.ext[0]), i64_of(g, src.ext[1])
+    g.event(s.instr, Pipe.V, s.loc, g.op(f"mul i64 {rows}, {cols}"), src.dtype.itemsize, rows)
+
+
+def gen_reduce(g: Gen, s: VOp, event: bool = True) -> None:
+    """A reduction (`event`: with its trace event; codegen_stream issues that apart from the data)."""
+    if event:
+        reduce_event(g, s)
     src = s.srcs[0]
     assert isinstance(src, Buf)
     d = s.dst
     dt = src.dtype
     ct = compute_ty(dt)
     rows, cols = i64_of(g, src.ext[0]), i64_of(g, src.ext[1])
-    g.event(s.instr, Pipe.V, s.loc, g.op(f"mul i64 {rows}, {cols}"), dt.itemsize, rows)
     sp, ss = g.buf_ptr(src)
     dp, ds = g.buf_ptr(d)
     fl = ct == "float"

@@ -8,8 +8,9 @@ are never read again, the copies are unobservable (like the cube's GM -> L1 -> L
 the host can read x and y from GM, add and write z in one loop, as torch does.
 
 A *stream group* is a run of statements in one body: UB loads (contiguous windows), elementwise
-vector instructions and at most one UB store (always the last member), all over the same extent and
-capacity, with only flags, checks and barriers between them. Every member is still issued where it
+vector instructions and at most one UB store or one row / whole-tile reduction of a tile a member
+wrote (either always the last member; a reduction's shape is its source's), all over the same extent
+and capacity, with only flags, checks and barriers between them. Every member is still issued where it
 stands: its bounds checks and trace event are emitted in place, so events, flags, cycles and traces
 are unchanged. Their data work happens once, at the last member (after every check of the group has
 passed), in one loop over the extent in which each element goes through the members in order:
@@ -19,7 +20,8 @@ passed), in one loop over the extent in which each element goes through the memb
     instruction, as in UB), and written to UB only if something outside the group reads that buffer
     (anywhere in the kernel, e.g. softmax's `e` that a reduction reads afterwards);
   - UB buffers the group reads but does not write (`(R, 1)` / `(C,)` broadcasts, a row that a
-    reduction read first) are read from UB, broadcast by capacity as `vop_data` does.
+    reduction read first) are read from UB, broadcast by capacity as `vop_data` does;
+  - a reduction takes the values in registers (`codegen_stream_reduce`: the same bits as from UB).
 
 A large stored tensor (`STREAM_BYTES`) is written as the unfused store writes it: each row is put in
 the store's UB buffer and copied out with non-temporal stores (`nt_copy`). The pass does not
@@ -34,11 +36,22 @@ keeps executing instruction by instruction, and the results agree bit for bit.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from compiler import sexpr as S
-from compiler.backend.codegen_elem import elem_op, ety, i64_of, load_elem, scalar_as, store_elem
+from compiler.backend.codegen_elem import (
+    elem_op,
+    ety,
+    gen_reduce,
+    i64_of,
+    load_elem,
+    reduce_event,
+    scalar_as,
+    store_elem,
+)
+from compiler.backend.codegen_stream_reduce import fusable_reduction, fused_reduce, out_span
 from compiler.backend.codegen_vector import (
     STREAM_BYTES,
     Window,
@@ -97,8 +110,17 @@ class Group:
 
 # ------------------------------------------------------------------ planning
 def _shape_buf(s: Member) -> Buf:
-    """The buffer whose capacity and extent the member covers."""
-    return s.src if isinstance(s, Store) else s.dst
+    """The buffer whose capacity and extent the member covers (a reduction's: its source)."""
+    if isinstance(s, Store):
+        return s.src
+    if _reduction(s):
+        assert isinstance(s, VOp) and isinstance(s.srcs[0], Buf)
+        return s.srcs[0]
+    return s.dst
+
+
+def _reduction(s: Stmt) -> bool:
+    return isinstance(s, VOp) and s.instr in REDUCE
 
 
 def candidate(s: Stmt) -> bool:
@@ -109,6 +131,8 @@ def candidate(s: Stmt) -> bool:
     if isinstance(s, Store):
         return (s.instr is not None and s.src.mem == Mem.UB and s.dst.step is None and s.fix is None
                 and s.dst.dtype == s.src.dtype and not s.atomic)
+    if isinstance(s, VOp) and s.instr in REDUCE:  # only as the last member, of a tile a member wrote
+        return fusable_reduction(s)
     if isinstance(s, VOp):
         return (s.instr not in REDUCE and s.instr not in (Instr.VTRANSPOSE, Instr.VRAND, Instr.VRANDINT)
                 and s.dst.mem == Mem.UB
@@ -140,18 +164,19 @@ def plan_body(body: tuple[Stmt, ...], use: dict[int, list[int]]) -> list[Group]:
             sb = _shape_buf(m)
             outs = [b.id for b, w in accesses(m) if w]
             if (_same_shape(sb, cur) and not any(o in external for o in outs)
-                    and all(b.id in written or b.id not in outs for b in _reads(m))):
+                    and all(b.id in written or b.id not in outs for b in _reads(m))
+                    and (not _reduction(m) or sb.id in written)):
                 cur.index.append(i)
                 cur.stmts.append(m)
                 external.update(b.id for b in _reads(m) if b.id not in written)
                 written.update(outs)
-                if isinstance(m, Store):  # a store ends its group: nothing may fail after GM is written
-                    close()
+                if isinstance(m, Store) or _reduction(m):  # a store ends its group: nothing may fail after
+                    close()                                   # GM is written; so does a reduction
                     cur = None
                 continue
         close()
         cur = None
-        if isinstance(s, (Load, VOp)) and candidate(s):
+        if isinstance(s, (Load, VOp)) and candidate(s) and not _reduction(s):
             sb = _shape_buf(s)
             cur = Group([i], [s], sb.cap, sb.ext)
             external = {b.id for b in _reads(s)}
@@ -165,6 +190,8 @@ def plan_body(body: tuple[Stmt, ...], use: dict[int, list[int]]) -> list[Group]:
 def finish(grp: Group, use: dict[int, list[int]]) -> None:
     """Mark the buffers whose only writer is a member and whose every reader is a later member."""
     for j, s in enumerate(grp.stmts):
+        if _reduction(s):  # its results always go to UB
+            continue
         for b, w in accesses(s):
             if not w or b.mem != Mem.UB:
                 continue
@@ -223,7 +250,10 @@ def gen_member(g: Gen, grp: Group, i: int, s: Member) -> None:
     """Issue member `s` (position `i`) of `grp`: its checks and event now, its data with the group."""
     if i == grp.index[0]:
         grp.windows = {}
-    if isinstance(s, VOp):
+    if _reduction(s):
+        assert isinstance(s, VOp)
+        reduce_event(g, s)
+    elif isinstance(s, VOp):
         vop_event(g, s)
     else:
         assert s.instr is not None, "units are assigned by the schedule"
@@ -246,7 +276,10 @@ def gen_member(g: Gen, grp: Group, i: int, s: Member) -> None:
     g.block(alone)
     g.cache.append({})
     for j, t in zip(grp.index, grp.stmts):
-        if isinstance(t, VOp):
+        if _reduction(t):
+            assert isinstance(t, VOp)
+            gen_reduce(g, t, event=False)
+        elif isinstance(t, VOp):
             vop_data(g, t)
         else:
             dma_data(g, grp.windows[j])
@@ -274,7 +307,7 @@ def _fusable(g: Gen, grp: Group) -> str:
         if sb.ext != grp.ext and not isinstance(m, Load):  # (a load's window is compared below)
             conds.append(g.op(f"icmp eq i64 {i64_of(g, sb.ext[0])}, {rows}"))
             conds.append(g.op(f"icmp eq i64 {i64_of(g, sb.ext[1])}, {cols}"))
-        if not isinstance(m, VOp):
+        if not isinstance(m, VOp) or _reduction(m):
             continue
         for x in m.srcs:
             if not isinstance(x, Buf):
@@ -304,6 +337,11 @@ def _fusable(g: Gen, grp: Group) -> str:
         end = g.op(f"add i64 {start}, {g.op(f'mul i64 {span}, {es}')}")
         (writes if is_write else reads).append(Span(Mem.UB, start, end, g.op(f"mul i64 {st}, {es}"), es,
                                                     bc[0] or bc[1]))
+    red = grp.stmts[-1]
+    if _reduction(red):  # its results: apart from everything else the pass reads and writes
+        assert isinstance(red, VOp)
+        start, end, stride = out_span(g, red)
+        writes.append(Span(Mem.UB, start, end, stride, red.dst.dtype.itemsize, True))
     for i, a in enumerate(writes):
         for o in reads + writes[i + 1:]:
             if a.mem != o.mem:
@@ -349,6 +387,8 @@ def _ub_operands(grp: Group) -> list[tuple[Buf, tuple[bool, bool], bool]]:
     shape = Buf(-1, "", _shape_buf(grp.stmts[0]).dtype, 2, grp.cap, grp.ext)
     staged = _staged(grp)
     for s in grp.stmts:
+        if _reduction(s):  # (its results are not of the group's shape: `out_span`)
+            continue
         for b, w in accesses(s):
             if w:
                 written.add(b.id)
@@ -373,7 +413,9 @@ def _fused_pass(g: Gen, grp: Group) -> None:
     gms = {j: g.gm_ptr(w.ref.arg) for j, w in grp.windows.items()}
     staged = _staged(grp)
 
-    def row(r: str, nt: bool) -> None:
+    def row_ptrs(r: str) -> tuple[dict[Any, str], dict[int, str]]:
+        """Row r's pointers (GM windows by member position, UB buffers by id) and the values of the
+        column-broadcast operands."""
         rowp: dict[Any, str] = {}
         for j, w in grp.windows.items():
             e = g.op(f"add i64 {w.off}, {g.op(f'mul i64 {r}, {w.stride}')}")
@@ -383,51 +425,67 @@ def _fused_pass(g: Gen, grp: Group) -> None:
             rowp[bid] = g.op(f"getelementptr {ety(b.dtype)}, ptr {p}, i64 {g.op(f'mul i64 {first}, {st}')}")
         once = {bid: load_elem(g, b.dtype, rowp[bid]) for bid, (b, bc, _) in bufs.items()
                 if bc[1]}  # a column broadcast: one value per row
+        return rowp, once
 
-        def col(c: str) -> None:
-            vals: dict[int, str] = {}
+    def element(rowp: dict[Any, str], once: dict[int, str], c: str, nt: bool) -> dict[int, str]:
+        """Column c of a row through the members (a reduction excepted): buffer id -> its value."""
+        vals: dict[int, str] = {}
 
-            def value(b: Buf) -> str:
-                v = vals.get(b.id)
-                if v is None:
-                    v = once.get(b.id)
-                if v is None:
-                    v = vals[b.id] = load_elem(g, b.dtype, g.op(f"getelementptr {ety(b.dtype)}, ptr {rowp[b.id]}, i64 {c}"))
-                return v
+        def value(b: Buf) -> str:
+            v = vals.get(b.id)
+            if v is None:
+                v = once.get(b.id)
+            if v is None:
+                v = vals[b.id] = load_elem(g, b.dtype, g.op(f"getelementptr {ety(b.dtype)}, ptr {rowp[b.id]}, i64 {c}"))
+            return v
 
-            def put(b: Buf, v: str) -> None:
-                vals[b.id] = v
-                if b.id not in grp.internal or (nt and b is staged):
-                    store_elem(g, b.dtype, g.op(f"getelementptr {ety(b.dtype)}, ptr {rowp[b.id]}, i64 {c}"), v)
+        def put(b: Buf, v: str) -> None:
+            vals[b.id] = v
+            if b.id not in grp.internal or (nt and b is staged):
+                store_elem(g, b.dtype, g.op(f"getelementptr {ety(b.dtype)}, ptr {rowp[b.id]}, i64 {c}"), v)
 
-            for j, (pos, s) in enumerate(zip(grp.index, grp.stmts)):
-                if isinstance(s, Load):
-                    gp = g.op(f"getelementptr {ety(s.dst.dtype)}, ptr {rowp[('gm', pos)]}, i64 {c}")
-                    put(s.dst, load_elem(g, s.dst.dtype, gp))
-                elif isinstance(s, Store):
-                    if not (nt and s.src is staged):
-                        gp = g.op(f"getelementptr {ety(s.src.dtype)}, ptr {rowp[('gm', pos)]}, i64 {c}")
-                        store_elem(g, s.src.dtype, gp, value(s.src))
-                else:
-                    xs, types = [], []
-                    for k, src in enumerate(s.srcs):
-                        if isinstance(src, Buf):
-                            xs.append(value(src))
-                            types.append(src.dtype)
-                        else:
-                            xs.append(scalars[(j, k)])
-                            types.append(scalar_type(s, s.dst.dtype))
-                    v = elem_op(g, s, xs, types)
-                    if s.dst.dtype.llvm in ("half", "bfloat"):  # what UB would hold
-                        v = round_to(g, v, s.dst.dtype.llvm)
-                    put(s.dst, v)
+        for j, (pos, s) in enumerate(zip(grp.index, grp.stmts)):
+            if isinstance(s, Load):
+                gp = g.op(f"getelementptr {ety(s.dst.dtype)}, ptr {rowp[('gm', pos)]}, i64 {c}")
+                put(s.dst, load_elem(g, s.dst.dtype, gp))
+            elif isinstance(s, Store):
+                if not (nt and s.src is staged):
+                    gp = g.op(f"getelementptr {ety(s.src.dtype)}, ptr {rowp[('gm', pos)]}, i64 {c}")
+                    store_elem(g, s.src.dtype, gp, value(s.src))
+            elif not _reduction(s):  # (a reduction is last: fused_reduce takes the values)
+                xs, types = [], []
+                for k, src in enumerate(s.srcs):
+                    if isinstance(src, Buf):
+                        xs.append(value(src))
+                        types.append(src.dtype)
+                    else:
+                        xs.append(scalars[(j, k)])
+                        types.append(scalar_type(s, s.dst.dtype))
+                v = elem_op(g, s, xs, types)
+                if s.dst.dtype.llvm in ("half", "bfloat"):  # what UB would hold
+                    v = round_to(g, v, s.dst.dtype.llvm)
+                put(s.dst, v)
+        return vals
 
-        g.loop(cols, col)
+    def row(r: str, nt: bool) -> None:
+        rowp, once = row_ptrs(r)
+        g.loop(cols, lambda c: element(rowp, once, c, nt))
         out = grp.stmts[-1]
         if nt and isinstance(out, Store):  # the row, in UB, out to GM
             nt_copy(g, rowp[("gm", grp.last)], rowp[out.src.id], g.op(f"mul i64 {cols}, {out.src.dtype.itemsize}"))
 
-    if not isinstance(grp.stmts[-1], Store):
+    red = grp.stmts[-1]
+    if _reduction(red):  # the reduced tile's elements straight into registers
+        assert isinstance(red, VOp) and isinstance(red.srcs[0], Buf)
+        rid = red.srcs[0].id
+
+        def row_elems(r: str) -> Callable[[str], str]:
+            rowp, once = row_ptrs(r)
+            return lambda c: element(rowp, once, c, False)[rid]
+
+        fused_reduce(g, red, rows, cols, row_elems)
+        return
+    if not isinstance(red, Store):
         g.loop(rows, lambda r: row(r, False))
         return
     w = grp.windows[grp.last]

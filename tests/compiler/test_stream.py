@@ -240,9 +240,11 @@ def test_groups_of_the_examples() -> None:
         "COPY_GM_UB x, COPY_GM_UB y, VADD, COPY_UB_GM z (UB written: none)"]
     assert describe(core_of(swish, x, x)) == [
         "line 9: COPY_GM_UB x, VSIGMOID, VMUL, COPY_UB_GM y (UB written: none)"]
-    # softmax reads its row twice: the load stays on its own, exp's result is written for the sum
+    # softmax reads its row twice: the load feeds the max and is written to UB for the subtraction,
+    # exp's result feeds the sum and is written for the division (codegen_stream_reduce)
     assert describe(core_of(softmax, a, a)) == [
-        "line 11: VSUB, VEXP (UB written: %e.4)", "line 12: VDIV, COPY_UB_GM y (UB written: none)"]
+        "line 9: COPY_GM_UB x, VREDUCE_MAX (UB written: %m.2, %xt.1)",
+        "line 11: VSUB, VEXP, VREDUCE_SUM (UB written: %e.4, %t5)", "line 12: VDIV, COPY_UB_GM y (UB written: none)"]
     ln = describe(core_of(layer_norm, a, a[0], a[0], a))
     assert ln[-1] == "line 16: VMUL, VMUL, VADD, COPY_UB_GM y (UB written: none)"
     # the loaded tile is read again by the second store: written to UB

@@ -9,8 +9,8 @@ Forward by shifted windows (`conv_shift_kernel`: no im2col matrix), any stride
    with vh = (kh*DH) // SH, a = (kh*DH) % SH (columns alike: vw, e), so it reads phase plane (a, e)
    (padded rows a + SH*r, columns e + SW*j) at (oh + vh, ow + vw): a plain shift. Phase planes have
    RQ = OH + max vh rows and WQ = OW + max vw columns (just what valid outputs read) plus one zero
-   slack row. Stride 1: one phase, the padded planes themselves (`conv_pad_kernel`, blocks of rows,
-   one 2-D DMA each). Otherwise `conv_pad_kernel` (zeros up to SH*RQ x SW*WQ) then
+   slack row. Stride 1: one phase, the padded planes themselves (`pool.pad_planes`: data_kernels.pad2d,
+   blocks of rows in one pass). Otherwise `pool.pad_planes` (zeros up to SH*RQ x SW*WQ) then
    `conv_phase_kernel` (one strided 2-D gather per block of rows) builds xq (., P = SH*SW, Cg, flat).
 2. Viewed flat, tap t of flat output position q = oh*WQ + ow reads xq[., ph(t), c, q + vh*WQ + vw]:
    each tap's B operand is a plain 2-D window of one phase plane. outp (COg, LP) = sum over taps of
@@ -22,7 +22,7 @@ Forward by shifted windows (`conv_shift_kernel`: no im2col matrix), any stride
    keeps rows < OH, columns < OW (and transposes (CO, N) back); no crop when nothing is dropped.
 Forward by im2col (few input channels per group, where each tap's K = Cg would waste the cube's
 K fractal; or small strided planes, where the phase planes are >1.4x the output: `_use_im2col`)
-1. `conv_pad_kernel` as above (no slack).
+1. `pool.pad_planes` as above (no slack).
 2. `im2col_kernel` (rows (plane, tap) dealt over the cores): per block of RB output rows,
    colsT[p, tap, oh:oh+RB, :] = xp[p, oh*SH + kh*DH : ... : SH, kw*DW : ... : SW] -- one strided 2-D
    gather GM -> UB on MTE2 and one contiguous store UB -> GM on MTE3 (small planes: the images side
@@ -48,7 +48,7 @@ from typing import Any
 
 import dsl
 from dsl import GM, Const, f32
-from op_library.pool import _pair, crop_planes
+from op_library.pool import _pair, crop_planes, pad_planes
 
 __all__ = ["conv2d", "conv2d_backward"]
 
@@ -59,23 +59,9 @@ _IM2COL_BATCH_BELOW = 128  # the same for im2col (8x64x8x8 s2: 0.26 ms for one 1
 
 
 @dsl.kernel
-def conv_pad_kernel(x: GM, xp: GM, PT: Const[int] = 0, PL: Const[int] = 0, RB: Const[int] = 32):
-    """xp[b] = 0 with x[b] at rows PT.., columns PL.. (one core per plane; blocks of RB rows, one
-    DMA per block: a 2-D window with the padded row pitch)."""
-    H = x.shape[1]
-    W = x.shape[2]
-    for b in dsl.tiles(x.shape[0], 1):
-        p = b.start
-        for h in dsl.range(0, xp.shape[1], RB):
-            xp[p, h, :] = 0.0
-        for h in dsl.range(0, H, RB):
-            xp[p, h + PT:dsl.min(h + PT + RB, H + PT), PL:PL + W] = x[p, h, :]
-
-
-@dsl.kernel
 def conv_pad_planes_kernel(x: GM, xpf: GM, PT: Const[int] = 0, PL: Const[int] = 0, WP: Const[int] = 1,
                            PB: Const[int] = 1):
-    """conv_pad_kernel for many small planes, into the flat view xpf (N*C, rows*WP) of the padded
+    """Zero padding for many small planes, into the flat view xpf (N*C, rows*WP) of the padded
     planes: per block of PB planes, the planes zeroed whole (long contiguous rows), then one 2-D window
     per input row with the planes as its rows (the plane pitch as row stride)."""
     W = x.shape[2]
@@ -175,26 +161,36 @@ def conv_phase_kernel(xp: GM, xq: GM, C: Const[int] = 1, CG: Const[int] = 1, SH:
 
 
 @dsl.kernel
-def conv_shift_kernel(w4: GM, xq: GM, outp: GM, bias3: GM, LP: int, G: Const[int] = 1, KW: Const[int] = 1,
+def conv_shift_kernel(w4: GM, w2: GM, xq: GM, outp: GM, bias3: GM, LP: int, G: Const[int] = 1, KW: Const[int] = 1,
                       SH: Const[int] = 1, SW: Const[int] = 1, DH: Const[int] = 1, DW: Const[int] = 1,
                       WQ: Const[int] = 1, HAS_BIAS: Const[bool] = False, BM: Const[int] = 64,
-                      BN: Const[int] = 128, BK: Const[int] = 64):
+                      BN: Const[int] = 128, BK: Const[int] = 64, CO1: Const[int] = 0):
     """Conv without im2col: outp[i, :, q] (q over LP flat positions of the phase planes, row pitch WQ) =
     sum over taps t and channels c of w4[i % G, t, :, c] * xq[i, ph(t), c, q + off(t)], where tap
     (kh, kw) reads phase ((kh*DH) % SH, (kw*DW) % SW) shifted by ((kh*DH) // SH)*WQ + (kw*DW) // SW:
     each tap's B operand is a plain 2-D window of one phase plane."""
     T = w4.shape[1]
-    for i, m in dsl.tiles2d((xq.shape[0], w4.shape[2]), (1, BM)):
+    if CO1 > 0:   # one group, CO1 = COg output channels in one block: every tap's weights stay in L1
+        w1 = dsl.alloc(dsl.L1, (w2.shape[0], w2.shape[1]), w2.dtype)
+        dsl.copy(w1, w2[0:w2.shape[0], :])
+    # (image-group, column block) pairs over the cores: a few images still spread over every core
+    for i, n in dsl.tiles2d((xq.shape[0], LP), (1, BN)):
         g = i.start % G
-        for n in dsl.tiles(LP, BN):
+        for m in dsl.range(0, w4.shape[2], BM):
             acc = dsl.zeros((BM, BN), f32)
-            for t in dsl.range(T):
+            KC = (w4.shape[3] + BK - 1) // BK
+            for tk in dsl.range(T * KC):   # taps x K steps in one loop: each step's loads overlap the last mmad
+                t = tk // KC
+                k = (tk % KC) * BK
+                ke = dsl.min(k + BK, w4.shape[3])
                 vh = (t // KW) * DH
                 vw = (t % KW) * DW
                 ph = (vh % SH) * SW + vw % SW
                 s = n.start + (vh // SH) * WQ + vw // SW
-                for k in dsl.range(0, w4.shape[3], BK):
-                    acc += w4[g, t, m, k] @ xq[i.start, ph, k, s:s + n.len]
+                if CO1 > 0:
+                    acc += w1[t * CO1:t * CO1 + CO1, k:ke] @ xq[i.start, ph, k:ke, s:s + n.len]
+                else:
+                    acc += w4[g, t, m, k:ke] @ xq[i.start, ph, k:ke, s:s + n.len]
             if HAS_BIAS:
                 outp[i.start, m, n] = dsl.cast(acc + dsl.cast(bias3[g, m, 0:1], f32), outp.dtype)
             else:
@@ -212,6 +208,13 @@ def conv_crop_kernel(outp: GM, out: GM, TRANS: Const[bool] = False, RB: Const[in
                 out[b.start, c.start, r:dsl.min(r + RB, OH), :] = outp[c.start, b.start, r:dsl.min(r + RB, OH), 0:OW]
             else:
                 out[b.start, c.start, r:dsl.min(r + RB, OH), :] = outp[b.start, c.start, r:dsl.min(r + RB, OH), 0:OW]
+
+
+@dsl.kernel
+def conv_crop_rows_kernel(outp: GM, out: GM, RB: Const[int] = 64):
+    """out[r, :] = outp[r, 0:OW] on the (planes * OH, width) row views: blocks of RB rows across planes."""
+    for r in dsl.tiles(out.shape[0], RB):
+        out[r, :] = outp[r, 0:out.shape[1]]
 
 
 @dsl.kernel
@@ -341,13 +344,12 @@ def _pad(x: Any, d: dict[str, int], rows: int | None = None, cols: int | None = 
     Wp = W + 2 * PW if cols is None else cols
     if rows == H and Wp == W:
         return x3
-    xp = torch.empty((N * C, rows, Wp), dtype=x.dtype)
     rb, pb = _rows(rows, Wp * x.element_size()), _rows(N * C, rows * Wp * x.element_size())
     if -(-N * C // pb) * (1 + H) < N * C * (-(-rows // rb) + -(-H // rb)):  # fewer DMAs: planes as rows
+        xp = torch.empty((N * C, rows, Wp), dtype=x.dtype)
         conv_pad_planes_kernel(x3, xp.reshape(N * C, rows * Wp), PT=PH, PL=PW, WP=Wp, PB=pb)
-    else:
-        conv_pad_kernel(x3, xp, PT=PH, PL=PW, RB=rb)
-    return xp
+        return xp
+    return pad_planes(x3, PH, PW, 0.0, size=(rows, Wp))   # data_kernels.pad2d: blocks of rows, one pass
 
 
 def _im2col(x: Any, d: dict[str, int], into: Any = None, batch: bool = False) -> Any:
@@ -408,8 +410,10 @@ def _conv_shift(x: Any, w: Any, b3: Any, has_bias: bool, d: dict[str, int], out:
         conv_phase_kernel(xp, xq, C=C, CG=Cg, SH=SH, SW=SW, RQ=RQ, BATCH=batch,
                           RB=_rows(RQ, WQ * x.element_size(), divides=True))
     w4 = w.reshape(G, COg, Cg, KH * KW).permute(0, 3, 1, 2).contiguous()  # tap-major weight layout
-    conv_shift_kernel(w4, xq.reshape(B, P, Cg, -1), outp.reshape(B, COg, -1), b3, LP, G=G, KW=KW, SH=SH, SW=SW,
-                      DH=DH, DW=DW, WQ=WQ, HAS_BIAS=has_bias)
+    # one group whose output channels fill one 16-aligned block: the weights are loaded into L1 once per core
+    co1 = COg if G == 1 and COg % 16 == 0 and COg <= 64 and w4.numel() * w4.element_size() <= 256 * 1024 else 0
+    conv_shift_kernel(w4, w4.reshape(-1, Cg), xq.reshape(B, P, Cg, -1), outp.reshape(B, COg, -1), b3, LP, G=G,
+                      KW=KW, SH=SH, SW=SW, DH=DH, DW=DW, WQ=WQ, HAS_BIAS=has_bias, CO1=co1, BM=co1 or 64)
     if outp is not out:
         _crop(outp, out, batch, WQ)
 
@@ -417,7 +421,10 @@ def _conv_shift(x: Any, w: Any, b3: Any, has_bias: bool, d: dict[str, int], out:
 def _crop(outp: Any, out: Any, trans: bool, width: int) -> None:
     """out (N, CO, OH, OW) from outp ((CO, N) transposed if `trans`, rows >= OH and columns >= OW
     dropped), by whichever crop kernel issues fewer DMAs."""
-    N, CO, OH, _ = out.shape
+    N, CO, OH, OW = out.shape
+    if not trans and outp.shape[2] == OH:   # only columns dropped: blocks of rows across the planes
+        conv_crop_rows_kernel(outp.reshape(-1, width), out.view(-1, OW), RB=_rows(N * CO * OH, width * out.element_size(), 16384))
+        return
     rb, cb = _rows(OH, width * out.element_size()), _rows(CO, width * out.element_size())
     if trans and N * -(-CO // cb) * OH < N * CO * -(-OH // rb):
         conv_crop_planes_kernel(outp, out, CB=cb)

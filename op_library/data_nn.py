@@ -9,6 +9,9 @@ cat(-x2, x1) of the two halves of the last dim; interleave: pairs (x[2i], x[2i+1
   broadcast along dim 2 (RB=1) one r row meets the whole block ((1, D) against (R, D)). half works
   on the two column halves as windows; interleave loads whole rows and swaps the pairs with
   dsl.gather (index j ^ 1, built in the kernel from dsl.arange) and a +-1 sign row. f16/bf16 in f32.
+  When r is broadcast along a short dim 2 (fewer than 16, e.g. BSND with r 1S1D) `rotary_fwd_cols`
+  instead takes (b, block of dim-1 rows) tiles: r's rows are loaded once per tile and each s is one
+  2-D window of x (the dim-1 rows at pitch S*D), so no DMA moves a single 256-byte r row.
 - Backward (`rotary_bwd`): rotate is linear with rotate^T = -rotate, so dx = g * r1 - rotate(g * r2),
   dr1 = g * x and dr2 = g * rotate(x), summed over r's broadcast dims: over the block's rows in UB
   (RB=1) and across blocks by atomic adds into f32 buffers of r's shape (ACC=1), cast at the end; when
@@ -82,6 +85,32 @@ def rotary_fwd(x: GM, r1: GM, r2: GM, y: GM, MODE: Const[str] = "half", RB: Cons
                 c = dsl.cast(r1[rb, rn, s, :], f32)
                 sn = dsl.cast(r2[rb, rn, s, :], f32)
             y[b, n, s, :] = dsl.cast(xt * c + rot * sn, y.dtype)
+
+
+@dsl.kernel
+def rotary_fwd_cols(x: GM, r1: GM, r2: GM, y: GM, RN: Const[int] = 1, NB: Const[int] = 32):
+    """rotary_fwd (half) for r broadcast along dim 2 when dim 2 is short (e.g. BSND, r 1S1D): blocks of
+    NB rows of dim 1 per (b, block) tile, r's NB rows (RN=1; RN=0: r broadcast along dim 1 too, one
+    row) loaded once per tile, then for each s one 2-D window of x (NB rows, pitch S*D) per half."""
+    D = x.shape[3]
+    h = D // 2
+    for b, nw in dsl.tiles2d((x.shape[0], x.shape[1]), (1, NB)):
+        rb = b.start % r1.shape[0]
+        if RN == 1:
+            c1 = dsl.cast(r1[rb, nw, 0, 0:h], f32)
+            c2 = dsl.cast(r1[rb, nw, 0, h:D], f32)
+            s1 = dsl.cast(r2[rb, nw, 0, 0:h], f32)
+            s2 = dsl.cast(r2[rb, nw, 0, h:D], f32)
+        else:
+            c1 = dsl.cast(r1[rb, 0:1, 0, 0:h], f32)
+            c2 = dsl.cast(r1[rb, 0:1, 0, h:D], f32)
+            s1 = dsl.cast(r2[rb, 0:1, 0, 0:h], f32)
+            s2 = dsl.cast(r2[rb, 0:1, 0, h:D], f32)
+        for s in dsl.range(x.shape[2]):
+            x1 = dsl.cast(x[b.start, nw, s, 0:h], f32)
+            x2 = dsl.cast(x[b.start, nw, s, h:D], f32)
+            y[b.start, nw, s, 0:h] = dsl.cast(x1 * c1 - x2 * s1, y.dtype)
+            y[b.start, nw, s, h:D] = dsl.cast(x2 * c2 + x1 * s2, y.dtype)
 
 
 @dsl.kernel
@@ -199,7 +228,10 @@ def npu_rotary_mul(x: Any, r1: Any, r2: Any, rotary_mode: str = "half") -> Any:
     rb, _ = _rotary_check(x, r1, r2, rotary_mode)
     xc, c, s = x.contiguous(), r1.contiguous(), r2.contiguous()
     y = torch.empty(x.shape, dtype=x.dtype)
-    if y.numel():
+    if y.numel() and rotary_mode == "half" and rb and x.shape[2] < 16:   # short dim 2: r rows reused across it
+        nb = max(1, min(64, 4096 // max(1, x.shape[3])))
+        rotary_fwd_cols(xc, c, s, y, RN=int(r1.shape[1] == x.shape[1]), NB=1 << (nb.bit_length() - 1))
+    elif y.numel():
         rotary_fwd(xc, c, s, y, MODE=rotary_mode, RB=int(rb), **_rows(x, 4096 if rotary_mode == "half" else 1024))
     return y
 

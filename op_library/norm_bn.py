@@ -6,6 +6,13 @@ and walks them in SB-element windows `x[n, c:c+1, s]`: pass 1 the f32 sum (mean)
 sum of squared deviations (biased variance; two passes for accuracy), pass 3 the normalised
 store y = x * scale + shift with per-channel scale = rstd * w and shift = b - mean * scale.
 
+batch_norm's forward (training) takes the statistics in one pass instead: the sums of d and d*d
+for d = x - k, k the channel's first element (shifted sums: accurate while |mean - k| is of the
+order of the standard deviation, which a sample of the channel is), var = E[d^2] - E[d]^2 >= 0.
+With whole rows (FUSE) each channel's normalised store runs inside the next channel's statistics
+loop on the same core (MTE2 streams both, MTE3 stores behind), the core's last channel after it;
+w, b, rm, rv are read as scalars.
+
 batch_norm training updates running_mean / running_var in place with torch's rule
 (running = (1 - momentum) * running + momentum * stat, the variance unbiased by n / (n - 1)),
 written by the kernel into the caller's tensors; eval normalises with the running statistics.
@@ -32,54 +39,75 @@ _SB = 2048
 @dsl.kernel
 def batch_norm_fwd(x: GM, w: GM, b: GM, rm: GM, rv: GM, y: GM, eps: float, momentum: float,
                    TRAIN: Const[int] = 1, UPDATE: Const[int] = 1, HAS_W: Const[int] = 1, HAS_B: Const[int] = 1,
-                   SB: Const[int] = 2048, WHOLE: Const[int] = 0):
-    """x, y (N, C, S); w, b, rm, rv (1, C). One channel per tile. WHOLE=1 (S <= SB): one window per
-    sample, no inner loop (a nested loop costs a pipe barrier per sample)."""
+                   SB: Const[int] = 2048, WHOLE: Const[int] = 0, NS: Const[int] = 1, FUSE: Const[int] = 0):
+    """x, y (N, C, S); w, b, rm, rv (1, C). One channel per tile. WHOLE=1 (S <= SB): windows of NS
+    samples x all of S (one 2-D DMA each, the samples as rows); else SB-element windows per sample.
+    Training statistics in one pass, shifted by the channel's first element k (module docstring)."""
     N = x.shape[0]
     S = x.shape[2]
     cnt = N * S
-    for t in dsl.tiles(x.shape[1], 1):
+    L = dsl.min(SB, S)
+    # this core's channels first..last (dsl.tiles' split: the first C % cores cores take one more); a
+    # scalar carried across iterations would be simpler, but reads its pre-loop value (see the report)
+    C = x.shape[1]
+    q = C // dsl.num_cores()
+    first = dsl.core_id() * q + dsl.min(dsl.core_id(), C % dsl.num_cores())
+    last = (dsl.core_id() + 1) * q + dsl.min(dsl.core_id() + 1, C % dsl.num_cores()) - 1
+    scp = dsl.zeros((1, 1), f32)
+    shp = dsl.zeros((1, 1), f32)
+    for t in dsl.tiles(C, 1):
         c = t.start
+        pc = dsl.max(c - 1, first)   # the core's first channel: a placeholder store, rewritten next iteration
         if TRAIN == 1:
+            k = x[0, c, 0]
             acc = dsl.zeros((1, 1), f32)
-            for n in dsl.range(N):
-                if WHOLE == 1:
-                    acc = acc + dsl.sum(dsl.cast(x[n, c:c + 1, 0:dsl.min(SB, S)], f32), axis=1, keepdims=True)
-                else:
-                    for s in dsl.range(0, S, SB):
-                        acc = acc + dsl.sum(dsl.cast(x[n, c:c + 1, s], f32), axis=1, keepdims=True)
-            mean = acc / cnt
             acc2 = dsl.zeros((1, 1), f32)
-            for n in dsl.range(N):
-                if WHOLE == 1:
-                    d1 = dsl.cast(x[n, c:c + 1, 0:dsl.min(SB, S)], f32) - mean
-                    acc2 = acc2 + dsl.sum(d1 * d1, axis=1, keepdims=True)
-                else:
+            if WHOLE == 1:
+                for n in dsl.range(0, N, NS):
+                    d1 = dsl.cast(x[n:dsl.min(n + NS, N), c, 0:L], f32) - k
+                    acc = acc + dsl.sum(dsl.sum(d1, axis=1, keepdims=True), axis=0, keepdims=True)
+                    acc2 = acc2 + dsl.sum(dsl.sum(d1 * d1, axis=1, keepdims=True), axis=0, keepdims=True)
+                    if FUSE == 1:   # the previous channel's store overlaps this one's statistics
+                        xq = dsl.cast(x[n:dsl.min(n + NS, N), pc, 0:L], f32)
+                        y[n:dsl.min(n + NS, N), pc, 0:L] = dsl.cast(xq * scp + shp, y.dtype)
+            else:
+                for n in dsl.range(N):
                     for s in dsl.range(0, S, SB):
-                        d = dsl.cast(x[n, c:c + 1, s], f32) - mean
+                        d = dsl.cast(x[n, c:c + 1, s], f32) - k
+                        acc = acc + dsl.sum(d, axis=1, keepdims=True)
                         acc2 = acc2 + dsl.sum(d * d, axis=1, keepdims=True)
-            var = acc2 / cnt
+            m1 = acc / cnt
+            mean = m1 + k
+            var = dsl.maximum(acc2 / cnt - m1 * m1, 0.0)
             if UPDATE == 1:
-                rm[0:1, c:c + 1] = dsl.cast(dsl.cast(rm[0:1, c:c + 1], f32) * (1.0 - momentum) + mean * momentum,
-                                            rm.dtype)
-                rv[0:1, c:c + 1] = dsl.cast(dsl.cast(rv[0:1, c:c + 1], f32) * (1.0 - momentum)
-                                            + var * (momentum * cnt / (cnt - 1)), rv.dtype)
+                rm[0:1, c:c + 1] = dsl.cast(mean * momentum + rm[0, c] * (1.0 - momentum), rm.dtype)
+                rv[0:1, c:c + 1] = dsl.cast(var * (momentum * cnt / (cnt - 1)) + rv[0, c] * (1.0 - momentum),
+                                            rv.dtype)
         else:
-            mean = dsl.cast(rm[0:1, c:c + 1], f32)
-            var = dsl.cast(rv[0:1, c:c + 1], f32)
+            mean = dsl.full((1, 1), rm[0, c], f32)
+            var = dsl.full((1, 1), rv[0, c], f32)
+        # w, b, rm, rv are read as scalars (S pipe): the fused loop leaves no MTE2 <-> V event ids to spare
         sc = dsl.rsqrt(var + eps)
         if HAS_W == 1:
-            sc = sc * dsl.cast(w[0:1, c:c + 1], f32)
+            sc = sc * w[0, c]
         sh = dsl.zeros((1, 1), f32) - mean * sc
         if HAS_B == 1:
-            sh = sh + dsl.cast(b[0:1, c:c + 1], f32)
-        for n in dsl.range(N):
-            if WHOLE == 1:
-                y[n, c:c + 1, 0:dsl.min(SB, S)] = dsl.cast(dsl.cast(x[n, c:c + 1, 0:dsl.min(SB, S)], f32) * sc + sh,
-                                                          y.dtype)
-            else:
+            sh = sh + b[0, c]
+        if FUSE == 1:
+            scp = sc * 1.0
+            shp = sh * 1.0
+        elif WHOLE == 1:
+            for n in dsl.range(0, N, NS):
+                y[n:dsl.min(n + NS, N), c, 0:L] = dsl.cast(dsl.cast(x[n:dsl.min(n + NS, N), c, 0:L], f32) * sc + sh,
+                                                           y.dtype)
+        else:
+            for n in dsl.range(N):
                 for s in dsl.range(0, S, SB):
                     y[n, c:c + 1, s] = dsl.cast(dsl.cast(x[n, c:c + 1, s], f32) * sc + sh, y.dtype)
+    if FUSE == 1 and last >= first:   # the core's last channel's store
+        for n in dsl.range(0, N, NS):
+            xq = dsl.cast(x[n:dsl.min(n + NS, N), last, 0:L], f32)
+            y[n:dsl.min(n + NS, N), last, 0:L] = dsl.cast(xq * scp + shp, y.dtype)
 
 
 @dsl.kernel
@@ -283,14 +311,23 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     rv = running_var.view(1, c) if running_var is not None else torch.empty((1, 1))
     batch_norm_fwd(input.contiguous().view(n, c, s), _vec(weight, input, (1, c)), _vec(bias, input, (1, c)), rm, rv,
                    y.view(n, c, s), float(eps), float(momentum), TRAIN=int(training), UPDATE=update,
-                   HAS_W=int(weight is not None), HAS_B=int(bias is not None), **_whole(s))
+                   HAS_W=int(weight is not None), HAS_B=int(bias is not None), FUSE=_fuse(training, s),
+                   **_whole(s, n))
     return y
 
 
-def _whole(s: int) -> dict[str, int]:
-    """SB / WHOLE for batch_norm_fwd: samples' channel rows up to 8192 elements move whole."""
+def _whole(s: int, n: int) -> dict[str, int]:
+    """SB / WHOLE / NS for batch_norm_fwd: samples' channel rows up to 8192 elements move whole, NS
+    samples per window."""
     sb = 1 << max(0, s - 1).bit_length()
-    return {"SB": sb, "WHOLE": 1} if sb <= 8192 else {"SB": _SB, "WHOLE": 0}
+    ns = max(1, min(n, 4096 // sb))   # samples per window: about 4096 elements (16 KiB of f32)
+    return {"SB": sb, "WHOLE": 1, "NS": ns} if sb <= 8192 else {"SB": _SB, "WHOLE": 0}
+
+
+def _fuse(training: bool, s: int) -> int:
+    """FUSE for batch_norm_fwd: in training with whole rows each channel's normalised store runs inside
+    the next channel's statistics pass (one loop streams both), the core's last channel after its loop."""
+    return int(training and 1 << max(0, s - 1).bit_length() <= 8192)
 
 
 def batch_norm_backward(grad_output: torch.Tensor, input: torch.Tensor, running_mean: torch.Tensor | None,

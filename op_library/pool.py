@@ -24,6 +24,14 @@ Dataflow. The input is viewed as B = N*C planes (B, H, W).
    SW columns, cw is loaded once per core and rh[oh:oh+R] as an (R, 1) column.
    The padded planes come from data_kernels.pad2d (blocks of rows in one pass) when no cast is
    needed, else from `pad_kernel`.
+   Forward (the flat kernels, used whenever a block fits: `_flat_plan`): the padded planes are
+   read as one flat array. A group is R output rows of one plane (R divides OH); whole planes are
+   taken P at a time (P divides the plane count), so every block is whole and its input is ONE
+   contiguous window xp[a:a + NI] (MTE2). Each tap is a V gather of that window by a host-built
+   index row (`_flat_tables`, cached; the first 9 taps' rows stay in UB for the whole launch), so
+   strided taps cost no per-element DMA bursts. max keeps the running max (NaN wins, as torch) and
+   the winning tap's offset, added to torch's index of tap 0 (tidx) and the group's row offset; avg
+   sums the taps in f32 in row-major order and divides by the divisors of the block (dv).
 3. The backward kernels own whole planes (`dsl.tiles(B, 1)`: one core per plane, so the
    read-modify-write below is race-free). Each core zeroes its plane of an f32 padded gradient
    buffer (the same (HP, WP) as the forward), then for every output row and tap loads the
@@ -39,10 +47,11 @@ Dataflow. The input is viewed as B = N*C planes (B, H, W).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import dsl
-from dsl import GM, Const, f32
+from dsl import GM, Const, f32, i32
 from op_library.data_kernels import pad2d
 
 __all__ = ["max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward"]
@@ -118,6 +127,143 @@ def avg_pool_kernel(xp: GM, y: GM, rh: GM, cw: GM, KH: Const[int] = 2, KW: Const
             hk = h0 + kk // KW
             s = s + dsl.cast(xp[p, hk:hk + (R - 1) * SH + 1:SH, a:a + L:SW], f32)
         y[p, r, :] = dsl.cast(s / (rh[r, 0:1] * cwt), y.dtype)
+
+
+@dsl.kernel
+def max_pool_flat_kernel(xp: GM, gidx: GM, tidx: GM, y: GM, ind: GM, W: int, CP: int, PS: int, CS: int,
+                         ROFF: int,
+                         NI: Const[int] = 1, NO: Const[int] = 1, P: Const[int] = 1, T: Const[int] = 1,
+                         KW: Const[int] = 1, DH: Const[int] = 1, DW: Const[int] = 1):
+    """Flat max pool (module doc, "Forward"): per block of P groups one contiguous input window, each
+    tap a V gather of it (the first 9 taps' index rows stay in UB); running max and the winning tap's
+    offset, plus torch's index of tap 0 (tidx) and the chunk's row offset."""
+    g0 = gidx[0, :]
+    if T > 1:
+        g1 = gidx[1, :]
+    if T > 2:
+        g2 = gidx[2, :]
+    if T > 3:
+        g3 = gidx[3, :]
+    if T > 4:
+        g4 = gidx[4, :]
+    if T > 5:
+        g5 = gidx[5, :]
+    if T > 6:
+        g6 = gidx[6, :]
+    if T > 7:
+        g7 = gidx[7, :]
+    if T > 8:
+        g8 = gidx[8, :]
+    t0 = tidx[0, :]
+    for t in dsl.tiles(y.shape[0] // (NO // P), P):
+        ch = t.start % CP
+        a = (t.start // CP) * PS + ch * CS
+        o = t.start * (NO // P)
+        xt = xp[a:a + NI]
+        m = dsl.gather(xt, g0)
+        ix = dsl.zeros((NO,), i32)
+        if T > 1:
+            w = dsl.gather(xt, g1)
+            take = (w > m) | (w != w)
+            m = dsl.where(take, w, m)
+            ix = dsl.where(take, ((1 // KW) * DH) * W + (1 % KW) * DW, ix)
+        if T > 2:
+            w = dsl.gather(xt, g2)
+            take = (w > m) | (w != w)
+            m = dsl.where(take, w, m)
+            ix = dsl.where(take, ((2 // KW) * DH) * W + (2 % KW) * DW, ix)
+        if T > 3:
+            w = dsl.gather(xt, g3)
+            take = (w > m) | (w != w)
+            m = dsl.where(take, w, m)
+            ix = dsl.where(take, ((3 // KW) * DH) * W + (3 % KW) * DW, ix)
+        if T > 4:
+            w = dsl.gather(xt, g4)
+            take = (w > m) | (w != w)
+            m = dsl.where(take, w, m)
+            ix = dsl.where(take, ((4 // KW) * DH) * W + (4 % KW) * DW, ix)
+        if T > 5:
+            w = dsl.gather(xt, g5)
+            take = (w > m) | (w != w)
+            m = dsl.where(take, w, m)
+            ix = dsl.where(take, ((5 // KW) * DH) * W + (5 % KW) * DW, ix)
+        if T > 6:
+            w = dsl.gather(xt, g6)
+            take = (w > m) | (w != w)
+            m = dsl.where(take, w, m)
+            ix = dsl.where(take, ((6 // KW) * DH) * W + (6 % KW) * DW, ix)
+        if T > 7:
+            w = dsl.gather(xt, g7)
+            take = (w > m) | (w != w)
+            m = dsl.where(take, w, m)
+            ix = dsl.where(take, ((7 // KW) * DH) * W + (7 % KW) * DW, ix)
+        if T > 8:
+            w = dsl.gather(xt, g8)
+            take = (w > m) | (w != w)
+            m = dsl.where(take, w, m)
+            ix = dsl.where(take, ((8 // KW) * DH) * W + (8 % KW) * DW, ix)
+        if T > 9:
+            for kk in dsl.range(9, T):
+                w = dsl.gather(xt, gidx[kk, :])
+                take = (w > m) | (w != w)
+                m = dsl.where(take, w, m)
+                ix = dsl.where(take, ((kk // KW) * DH) * W + (kk % KW) * DW, ix)
+        y[o:o + NO] = m
+        ind[o:o + NO] = ix + t0 + ch * ROFF
+
+
+@dsl.kernel
+def avg_pool_flat_kernel(xp: GM, gidx: GM, dv: GM, y: GM, CP: int, PS: int, CS: int, NI: Const[int] = 1,
+                         NO: Const[int] = 1, P: Const[int] = 1, T: Const[int] = 1):
+    """Flat avg pool (module doc, "Forward"): the taps gathered from one contiguous input window per
+    block of P groups, summed in f32 in row-major tap order, divided by torch's divisor dv[chunk]."""
+    g0 = gidx[0, :]
+    if T > 1:
+        g1 = gidx[1, :]
+    if T > 2:
+        g2 = gidx[2, :]
+    if T > 3:
+        g3 = gidx[3, :]
+    if T > 4:
+        g4 = gidx[4, :]
+    if T > 5:
+        g5 = gidx[5, :]
+    if T > 6:
+        g6 = gidx[6, :]
+    if T > 7:
+        g7 = gidx[7, :]
+    if T > 8:
+        g8 = gidx[8, :]
+    d0 = dv[0, :]
+    for t in dsl.tiles(y.shape[0] // (NO // P), P):
+        ch = t.start % CP
+        a = (t.start // CP) * PS + ch * CS
+        o = t.start * (NO // P)
+        xt = xp[a:a + NI]
+        s = dsl.cast(dsl.gather(xt, g0), f32)
+        if T > 1:
+            s = s + dsl.cast(dsl.gather(xt, g1), f32)
+        if T > 2:
+            s = s + dsl.cast(dsl.gather(xt, g2), f32)
+        if T > 3:
+            s = s + dsl.cast(dsl.gather(xt, g3), f32)
+        if T > 4:
+            s = s + dsl.cast(dsl.gather(xt, g4), f32)
+        if T > 5:
+            s = s + dsl.cast(dsl.gather(xt, g5), f32)
+        if T > 6:
+            s = s + dsl.cast(dsl.gather(xt, g6), f32)
+        if T > 7:
+            s = s + dsl.cast(dsl.gather(xt, g7), f32)
+        if T > 8:
+            s = s + dsl.cast(dsl.gather(xt, g8), f32)
+        if T > 9:
+            for kk in dsl.range(9, T):
+                s = s + dsl.cast(dsl.gather(xt, gidx[kk, :]), f32)
+        if CP == 1:
+            y[o:o + NO] = dsl.cast(s / d0, y.dtype)
+        else:
+            y[o:o + NO] = dsl.cast(s / dv[ch, :], y.dtype)
 
 
 @dsl.kernel
@@ -229,6 +375,61 @@ def crop_planes(xp: Any, ph: int, pw: int, shape: tuple[int, int, int], dtype: A
     return out
 
 
+_FLAT_IN = 32 * 1024    # bytes of input per block (one contiguous window, double-buffered in UB)
+_FLAT_OUT = 2048        # outputs per block
+_FLAT_INDEX = 48 * 1024  # bytes of the gather index rows kept in UB (up to 9 taps)
+
+
+@functools.lru_cache(maxsize=64)
+def _flat_plan(B: int, HP: int, WP: int, OH: int, OW: int, k: tuple[int, int], s: tuple[int, int],
+               d: tuple[int, int], esize: int) -> tuple[int, int, int, int, int, int] | None:
+    """(P planes per block, R output rows per group, CP groups per plane, CS input stride of a group,
+    NI input elements per block, NO outputs per block) for the flat kernels, or None when even one
+    output row's input does not fit (then the row kernels run). A group is R output rows of one plane
+    (R divides OH); whole planes (CP = 1) are taken P at a time (P divides B): every block is whole."""
+    (KH, KW), SH, DH = k, s[0], d[0]
+    PS = HP * WP
+    out = min(_FLAT_OUT, _FLAT_INDEX // (4 * min(KH * KW, 9)))
+    if PS * esize <= _FLAT_IN and OH * OW <= out:
+        pmax = max(1, min(_FLAT_IN // (PS * esize), out // (OH * OW)))
+        P = max(p for p in range(1, pmax + 1) if B % p == 0)
+        return P, OH, 1, PS, P * PS, P * OH * OW
+    for R in range(OH, 0, -1):
+        NR = (R - 1) * SH + (KH - 1) * DH + 1
+        if OH % R == 0 and NR * WP * esize <= _FLAT_IN and R * OW <= out:
+            return 1, R, OH // R, R * SH * WP, NR * WP, R * OW
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _flat_tables(HP: int, WP: int, W: int, OH: int, OW: int, k: tuple[int, int], s: tuple[int, int],
+                 p: tuple[int, int], d: tuple[int, int], P: int, R: int) -> tuple[Any, Any]:
+    """(gidx, tidx), each (KH*KW, P*R*OW) int32: per tap, the position in a block's input window that
+    each output of the block reads, and torch's flat index of that tap in the unpadded plane (for the
+    block's first group; later groups of a plane add their chunk offset in the kernel). Cached: the
+    kernels only read them."""
+    torch = _torch()
+    (KH, KW), (SH, SW), (PH, PW), (DH, DW) = k, s, p, d
+    r = torch.arange(R, dtype=torch.int64).view(1, R, 1)
+    ow = torch.arange(OW, dtype=torch.int64).view(1, 1, OW)
+    pl = torch.arange(P, dtype=torch.int64).view(P, 1, 1) * (HP * WP)
+    g, t = [], []
+    for kh in range(KH):
+        for kw in range(KW):
+            row = r * SH + kh * DH
+            col = ow * SW + kw * DW
+            g.append((pl + row * WP + col).reshape(-1))
+            t.append(((row - PH) * W + col - PW).expand(P, R, OW).reshape(-1))
+    return torch.stack(g).to(torch.int32).contiguous(), torch.stack(t).to(torch.int32).contiguous()
+
+
+def _flat_divisors(rh: Any, cw: Any, P: int, R: int) -> Any:
+    """dv (CP, P*R*OW) f32: torch's divisor rh[oh] * cw[ow] of each output of a block of chunk c."""
+    OH, OW = rh.shape[0], cw.shape[0]
+    dv = (rh.view(OH // R, 1, R, 1) * cw.view(1, 1, 1, OW)).expand(OH // R, P, R, OW)
+    return dv.reshape(OH // R, -1).contiguous()
+
+
 def _params(kernel_size: Any, stride: Any, padding: Any, dilation: Any = 1):
     k = _pair(kernel_size)
     s = _pair(stride) if stride is not None and stride != [] else k
@@ -253,6 +454,13 @@ def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, d
     xp = pad_planes(x.contiguous().reshape(N * C, H, W), PH, PW, float("-inf"), size=(HP, WP))
     y = torch.empty((N * C, OH, OW), dtype=x.dtype)
     ind = torch.empty((N * C, OH, OW), dtype=torch.int32)
+    plan = _flat_plan(N * C, HP, WP, OH, OW, (KH, KW), (SH, SW), (DH, DW), x.element_size()) if y.numel() else None
+    if plan is not None:
+        P, R, CP, CS, NI, NO = plan
+        gidx, tidx = _flat_tables(HP, WP, W, OH, OW, (KH, KW), (SH, SW), (PH, PW), (DH, DW), P, R)
+        max_pool_flat_kernel(xp.reshape(-1), gidx, tidx, y.reshape(-1), ind.reshape(-1), W, CP, HP * WP, CS,
+                             R * SH * W, NI=NI, NO=NO, P=P, T=KH * KW, KW=KW, DH=DH, DW=DW)
+        return y.reshape(N, C, OH, OW), ind.reshape(N, C, OH, OW).to(torch.int64)
     max_pool_kernel(xp, y, ind, _iota(OW), W, PH=PH, PW=PW, KH=KH, KW=KW, SH=SH, SW=SW, DH=DH, DW=DW)
     return y.reshape(N, C, OH, OW), ind.reshape(N, C, OH, OW).to(torch.int64)
 
@@ -288,7 +496,13 @@ def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, c
     rh, cw = _avg_factors(H, W, (KH, KW), (SH, SW), (PH, PW), OH, OW, count_include_pad, divisor_override)
     xp = pad_planes(x.contiguous().reshape(N * C, H, W), PH, PW, 0.0, size=(HP, WP))
     y = torch.empty((N * C, OH, OW), dtype=x.dtype)
-    if y.numel():
+    plan = _flat_plan(N * C, HP, WP, OH, OW, (KH, KW), (SH, SW), (1, 1), x.element_size()) if y.numel() else None
+    if plan is not None:
+        P, R, CP, CS, NI, NO = plan
+        gidx, _ = _flat_tables(HP, WP, W, OH, OW, (KH, KW), (SH, SW), (PH, PW), (1, 1), P, R)
+        avg_pool_flat_kernel(xp.reshape(-1), gidx, _flat_divisors(rh, cw, P, R), y.reshape(-1), CP, HP * WP, CS,
+                             NI=NI, NO=NO, P=P, T=KH * KW)
+    elif y.numel():
         # output rows per block: a divisor of OH, up to 16 and ~2048 outputs (UB holds a few such tiles)
         rows = max(r for r in range(1, 17) if OH % r == 0 and (r == 1 or r * OW <= 2048))
         avg_pool_kernel(xp, y, rh.reshape(-1, 1), cw, KH=KH, KW=KW, SH=SH, SW=SW, R=rows)

@@ -14,8 +14,7 @@ ill-conditioned samples). Each OpInfo is classified into test_device_opinfo.json
 - partial: some samples fall back; every sample matches (those without fallback are listed);
 - failing: a sample CPU runs raises on npu or does not match (a bug; listed with the error);
 - excluded: random (named below, or two unseeded CPU runs with different seeds differ; such samples
-  are left out, the OpInfo only when all are), uninitialised memory, complex tensors (npu
-  empty_strided segfaults on them; being fixed in memory.py), sparse layouts;
+  are left out, the OpInfo only when all are), uninitialised memory, sparse layouts;
 - unreached: no sample launches a DSL kernel (all fall back, or views / factories / copies only),
   or no sample can run on npu (CPU rejects them all, or factories without device=).
 
@@ -78,15 +77,8 @@ NONDETERMINISTIC = {
 KEEP_ON_CPU = {"tensor_split": "tensor_indices_or_sections must be a CPU tensor"}
 
 
-#: real-input OpInfos that make complex npu tensors inside: the known complex segfault (a lazily
-#: conjugated complex npu tensor cloned: memory.empty_strided), excluded until memory.py handles it
-COMPLEX_CRASH = {"fft.hfft", "fft.hfft2", "fft.hfftn"}
-
 #: OpInfos that fail for a reason outside the npu kernels (reported; test_no_opinfo_fails_or_crashes)
-KNOWN_FAILING = {
-    "to": "npu -> CPU with non_blocking=True raises NotImplementedError: torch asks the PrivateUse1 hooks "
-          "for a pinned-memory allocator (RegisterPrivateUse1HooksInterface, C++ only)",
-}
+KNOWN_FAILING: dict[str, str] = {}
 
 
 def key(op: Any) -> str:
@@ -145,7 +137,7 @@ def to_npu(x: Any, memo: dict[int, torch.Tensor] | None = None) -> Any:
             flat = torch.empty(0, dtype=x.dtype).set_(st, 0, (st.nbytes() // x.element_size(),), (1,)).to(NPU)
             memo[st.data_ptr()] = flat
         return flat.as_strided(x.shape, x.stride(), x.storage_offset())
-    if isinstance(x, torch.device) and x.type == "cpu":
+    if (isinstance(x, torch.device) and x.type == "cpu") or x == "cpu":   # `to`'s samples: .to("cpu", ...)
         return NPU
     if isinstance(x, (list, tuple)):
         vals = [to_npu(v, memo) for v in x]
@@ -183,16 +175,6 @@ def has_sparse(x: Any) -> bool:
     if isinstance(x, dict):
         return any(has_sparse(v) for v in x.values())
     return False
-
-
-def has_complex(x: Any) -> bool:
-    if isinstance(x, torch.Tensor):
-        return x.is_complex()
-    if isinstance(x, (list, tuple)):
-        return any(has_complex(v) for v in x)
-    if isinstance(x, dict):
-        return any(has_complex(v) for v in x.values())
-    return isinstance(x, complex)
 
 
 def compare(actual: Any, expected: Any, tol: dict[str, float], where: str = "result") -> None:
@@ -337,7 +319,7 @@ def check_op(op: Any) -> dict[str, Any]:
         ss = samples(op)
     except Exception as e:    # noqa: BLE001 - an OpInfo whose sample generator fails on CPU
         return {"class": "unreached", "reason": f"sample_inputs raised {type(e).__name__}: {e}"[:300]}
-    complex_ = nondet = sparse = 0
+    nondet = sparse = 0
     for i, s in enumerate(ss):
         try:
             expected = run_cpu(op, s)
@@ -346,9 +328,6 @@ def check_op(op: Any) -> dict[str, Any]:
             continue
         if not on_npu(moved(op, s)):
             rec["host_only"] = rec.get("host_only", 0) + 1
-            continue
-        if has_complex((s.input, s.args, s.kwargs, expected)):
-            complex_ += 1
             continue
         if has_sparse((s.input, s.args, s.kwargs, expected)):
             sparse += 1
@@ -374,16 +353,12 @@ def check_op(op: Any) -> dict[str, Any]:
         if kern:
             rec["launched"].append(i)
     rec["kernels"], rec["fallbacks"] = sorted(rec["kernels"]), sorted(rec["fallbacks"])
-    if complex_:
-        rec["complex_samples"] = complex_
     if nondet:
         rec["nondeterministic_samples"] = nondet
     if sparse:
         rec["sparse_samples"] = sparse
-    if complex_ or sparse:
-        reason = ("complex tensors (npu empty_strided crashes on them)" if complex_ else
-                  "sparse layouts (npu tensors are strided only)")
-        return {"class": "excluded", "reason": reason, **rec}
+    if sparse:
+        return {"class": "excluded", "reason": "sparse layouts (npu tensors are strided only)", **rec}
     if nondet and not rec["samples"]:
         return {"class": "excluded", "reason": "random: two CPU runs with different seeds differ", **rec}
     if rec["failures"]:
@@ -433,9 +408,6 @@ def _run_share(indices: list[int], out: str, names: list[str]) -> dict[str, Any]
         where = [ln.strip() for ln in p.stderr.splitlines() if ln.strip().startswith("File ")][:8]
         results[started] = {"class": "crashed", "reason": f"the worker process died (exit {p.returncode})",
                             "stack": where}
-        if started in COMPLEX_CRASH or any("memory.py" in ln and "empty_strided" in ln for ln in where):
-            results[started].update({"class": "excluded", "reason": "complex tensors: segfault in npu "
-                                     "memory.empty_strided (being fixed in memory.py)", "crashed": True})
         print(f"CRASH in {started}: exit {p.returncode}\n" + "\n".join(where), flush=True)
         indices = [i for i in indices if names[i] not in results]
     return results
@@ -512,7 +484,7 @@ def test_json_is_up_to_date() -> None:
 
 def test_no_opinfo_fails_or_crashes() -> None:
     """Every failing OpInfo is a known failure outside the kernels (KNOWN_FAILING, an exact list: a
-    fixed one must leave it); none crashed (a complex crash is excluded until memory.py handles it)."""
+    fixed one must leave it); none crashed."""
     bad = {k: r.get("failures", r.get("reason")) for k, r in DOC["opinfos"].items()
            if r["class"] == "crashed" or (r["class"] == "failing" and k not in KNOWN_FAILING)}
     assert not bad, bad

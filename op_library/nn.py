@@ -28,8 +28,11 @@ Ops (torch's names, arguments and defaults; CPU tensors in and out):
   reduction="mean")`: per block of rows the targets are loaded as a tile and the log-probabilities
   gathered from GM by it (`x[t, idx]`, one MTE2 burst per row; the weights by `w[idx]`). sum / mean:
   the products are added up per block in f32 on V (`nll_sum_kernel`, one store per block) and the
-  block sums by `sum_kernel`; the targets' range check is the gather's own index check (E404 becomes
-  torch's IndexError "Target t is out of bounds."), so the host only converts them to int32. none:
+  block sums by `sum_kernel` on one core (a fixed order: deterministic); the targets' range check is
+  the gather's own index check (E404 becomes torch's IndexError "Target t is out of bounds."), so the
+  host only converts them to int32 (int64 ones past int32's range: the host check). Repeat calls on a
+  contiguous (M, C) input take a launch plan (op_library._plan: no argument checks, two native
+  launches). none:
   one value per row (`nll_rows_kernel`). The gradient is a one-hot row per target (`nll_backward_kernel`).
 - `mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None)` and
   `mse_loss_backward(grad, input, target, reduction="mean") -> (grad_input, grad_target)`. Inputs of
@@ -50,6 +53,7 @@ Everything computes in f32 and rounds once to the input's dtype (f32, f16, bf16)
 from __future__ import annotations
 
 import math
+import operator
 import re
 from typing import Any
 
@@ -57,6 +61,7 @@ import torch
 
 from dsl.errors import KernelError
 from op_library import nn_kernels as K
+from op_library._plan import PLANS, Builder, sigs
 
 __all__ = ["embedding", "embedding_backward", "cross_entropy", "cross_entropy_backward", "nll_loss",
            "nll_loss_backward", "mse_loss", "mse_loss_backward", "dropout", "native_dropout",
@@ -367,10 +372,18 @@ def nll_loss(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
              size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None,
              reduction: str = "mean") -> torch.Tensor:
     """torch.nn.functional.nll_loss: -weight[t] * input[t] per row (0 where t == ignore_index), reduced."""
+    key = _nll_key(input, target, weight, size_average, reduce, ignore_index, reduction)
+    if key is not None:
+        plan = PLANS.get(key)
+        if plan is not None:
+            try:
+                return plan(input, _nll_targets(target, input.shape[1], ignore_index), weight)
+            except KernelError as e:
+                _nll_index_error(e, target, input.shape[1], ignore_index)
     _check_reduction(reduction, size_average, reduce, "nll_loss")
     C = _check_loss_args(input, target, weight, "nll_loss")
     if reduction != "none" and -2**31 <= ignore_index < 2**31:
-        return _nll_reduced(input, target, weight, ignore_index, reduction, C)
+        return _nll_reduced(input, target, weight, ignore_index, reduction, C, key)
     tgt = _targets32(target, C, ignore_index)
     x = _rows(input)
     w = _weight_arg(weight)
@@ -390,36 +403,75 @@ _E404_INDEX = re.compile(r"index (-?\d+) .*is outside")
 
 
 def _nll_r(M: int) -> int:
-    """Rows per block of the nll kernels: a power of two from 64 to 2048, about a block per core."""
-    return max(64, min(2048, 1 << max(0, -(-M // _CORES) - 1).bit_length()))
+    """Rows per block of the nll kernels: about M / _CORES rounded up to a multiple of 8 (whole
+    32-byte blocks of i32 / f32), from 64 to 2048: a block per core, every core busy."""
+    return max(64, min(2048, -(-M // (8 * _CORES)) * 8))
+
+
+def _nll_key(input: Any, target: Any, weight: Any, size_average: Any, reduce: Any, ignore_index: Any,
+             reduction: Any) -> tuple[Any, ...] | None:
+    """The plan key of a reduced nll_loss on a contiguous (M, C) input, 1-D int64 / int32 targets and
+    no weight or an f32 one (else None: the ordinary path). Looked up before the argument checks:
+    everything they depend on is in the key, and a plan is only stored after they passed."""
+    if size_average is not None or reduce is not None or type(reduction) is not str or reduction == "none" or \
+            type(ignore_index) is not int or not -2**31 <= ignore_index < 2**31 or not PLANS.enabled():
+        return None
+    s = sigs((input, target, weight))
+    if s is None or input.dim() != 2 or target.dtype not in (torch.int64, torch.int32) or \
+            (weight is not None and weight.dtype != torch.float32):
+        return None
+    return ("nll_loss", reduction, ignore_index, *s)
+
+
+def _nll_targets(target: torch.Tensor, C: int, ignore_index: int) -> torch.Tensor:
+    """The targets as int32 for nll_sum_kernel (whose gathers check their range: E404). int64 ones
+    that int32 cannot hold (they would wrap) get the full host check, which raises torch's error."""
+    if target.dtype == torch.int64:
+        if target.numel():
+            lo, hi = torch.aminmax(target)
+            if int(lo) < -2**31 or int(hi) >= 2**31:
+                _targets32(target, C, ignore_index)
+        return target.to(torch.int32)
+    return target if target.dtype == torch.int32 else target.to(torch.int32)
+
+
+def _nll_index_error(e: KernelError, target: torch.Tensor, C: int, ignore_index: int) -> None:
+    """An E404 of nll_sum_kernel's gathers is a target outside [0, C): torch's IndexError, naming the
+    first bad target as torch does (the host check, run on this error path only). Re-raises `e`
+    otherwise."""
+    if e.code == "E404" and _E404_INDEX.search(e.message):
+        _targets32(target, C, ignore_index)
+    raise e
 
 
 def _nll_reduced(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int,
-                 reduction: str, C: int) -> torch.Tensor:
-    """nll_loss with reduction sum / mean: nll_sum_kernel's per-block sums, then sum_kernel."""
-    t = target.reshape(-1)
-    if t.dtype == torch.int64 and t.numel():
-        lo, hi = torch.aminmax(t)   # int64 targets that int32 cannot hold: the full check (it raises)
-        if int(lo) < -2**31 or int(hi) >= 2**31:
-            _targets32(target, C, ignore_index)
-    tgt = t.contiguous().to(torch.int32)
+                 reduction: str, C: int, key: tuple[Any, ...] | None = None) -> torch.Tensor:
+    """nll_loss with reduction sum / mean: nll_sum_kernel's per-block sums, then sum_kernel on one
+    core (a fixed order: deterministic). With a key (`_nll_key`) the launches become a plan: later
+    calls convert the targets, allocate, and make two native launches."""
     x = _rows(input)
     M = x.shape[0]
-    out = torch.empty(1, dtype=input.dtype)
+    mean = int(reduction == "mean")
     if M == 0:
-        K.sum_kernel[1](torch.zeros(1), out, torch.zeros(1), MEAN=int(reduction == "mean"))
+        out = torch.empty(1, dtype=input.dtype)
+        K.sum_kernel[1](torch.zeros(1), out, torch.zeros(1), MEAN=mean)
         return out.reshape(())
+    t = _nll_targets(target.reshape(-1), C, ignore_index)
+    wts = weight if key is not None or weight is None else _weight_arg(weight)
+    bl = Builder(key, (x, t, wts), operator.itemgetter(3))
+    out = bl.alloc((), input.dtype)
     r = _nll_r(M)
-    part = torch.empty(2, -(-M // r), dtype=torch.float32)
+    nb = -(-M // r)
+    ps, pw = bl.alloc((1, nb), torch.float32), bl.alloc((1, nb), torch.float32)
+    w = bl.v(2, (C,)) if weight is not None else bl.v(bl.const(torch.zeros(1)), (1,))
     try:
-        K.nll_sum_kernel(x, tgt, _weight_arg(weight), part, ignore_index, R=r, HAS_W=int(weight is not None))
+        bl.run(K.nll_sum_kernel, bl.v(0, (M, C)), bl.v(1, (M,)), w, bl.v(ps, (1, nb)), bl.v(pw, (1, nb)),
+               ignore_index, R=r, HAS_W=int(weight is not None))
     except KernelError as e:
-        m = _E404_INDEX.search(e.message) if e.code == "E404" else None
-        if m is None:
-            raise
-        raise IndexError(f"Target {m.group(1)} is out of bounds.") from None
-    K.sum_kernel[1](part[0], out, part[1], MEAN=int(reduction == "mean"))   # one core: its single tile
-    return out.reshape(())
+        _nll_index_error(e, target, C, ignore_index)
+    bl.run(K.sum_kernel, bl.v(ps, (nb,)), bl.v(out, (1,)), bl.v(pw, (nb,)), block_dim=1, MEAN=mean)
+    return bl.finish()   # type: ignore[no-any-return]
+
 
 def nll_loss_backward(grad: torch.Tensor, input: torch.Tensor, target: torch.Tensor,
                       weight: torch.Tensor | None = None, ignore_index: int = -100,

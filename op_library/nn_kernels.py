@@ -125,9 +125,9 @@ def nll_rows_kernel(x: GM, tgt: GM[i32], w: GM[f32], loss: GM, wt: GM[f32], ign:
 
 
 @dsl.kernel
-def nll_sum_kernel(x: GM, tgt: GM[i32], w: GM[f32], part: GM[f32, 2], ign: int, R: Const[int] = 1024,
-                   HAS_W: Const[int] = 0):
-    """part[0, b] = -sum of w[t_j] * x[j, t_j] and part[1, b] = sum of w[t_j] over the rows j of block b
+def nll_sum_kernel(x: GM, tgt: GM[i32], w: GM[f32], ps: GM[f32, 2], pw: GM[f32, 2], ign: int,
+                   R: Const[int] = 1024, HAS_W: Const[int] = 0):
+    """ps[0, b] = -sum of w[t_j] * x[j, t_j] and pw[0, b] = sum of w[t_j] over the rows j of block b
     (rows with t_j == ign add 0; w = 1 without HAS_W): one MTE2 gather of an
     element per row (x[t, idx]; the weights by w[idx]), the products added up in f32 on V, one store
     per block of R rows (sum_kernel adds the blocks). A target outside [0, C) is caught by the
@@ -142,8 +142,8 @@ def nll_sum_kernel(x: GM, tgt: GM[i32], w: GM[f32], part: GM[f32, 2], ign: int, 
         else:
             wi = dsl.cast(ok, f32)
         b = t.start // R
-        part[0:1, b:b + 1] = -dsl.sum(dsl.where(ok, wi * v, 0.0), axis=0, keepdims=True)
-        part[1:2, b:b + 1] = dsl.sum(wi, axis=0, keepdims=True)
+        ps[0:1, b:b + 1] = -dsl.sum(dsl.where(ok, wi * v, 0.0), axis=0, keepdims=True)
+        pw[0:1, b:b + 1] = dsl.sum(wi, axis=0, keepdims=True)
 
 
 @dsl.kernel

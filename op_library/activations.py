@@ -583,8 +583,8 @@ def softplus_backward(grad_output: Any, input: Any, beta: float = 1.0, threshold
 
 
 def hardswish_backward(grad_output: Any, input: Any) -> torch.Tensor:
-    """x <= -3 ? 0 : x >= 3 ? grad : grad (x / 3 + 0.5), as torch's vectorised CPU kernel (NaN at a NaN
-    input; torch's scalar path, taken for tensors under 8 elements, gives grad there)."""
+    """x <= -3 ? 0 : x < 3 ? grad (x / 3 + 0.5) : grad, as torch's scalar CPU kernel (grad at a NaN input;
+    torch's vectorised kernel gives NaN there with AVX2 and grad with AVX-512)."""
     return _backward("hardswish", grad_output, input)
 
 

@@ -160,8 +160,8 @@ def unary_backward_kernel(g: GM, s: GM, dx: GM, a: float, b: float, OP: Const[st
             r = dsl.where(v <= 0.0, 0.0, gv)
         elif OP == "leaky_relu":
             r = dsl.where(v > 0.0, gv, gv * a)
-        elif OP == "elu":   # x > 0 ? grad : grad * alpha * exp(x)
-            r = dsl.where(v > 0.0, gv, gv * a * dsl.exp(v))
+        elif OP == "elu":   # torch: x <= 0 ? grad * alpha * exp(x) : grad (so a NaN input passes grad)
+            r = dsl.where(v <= 0.0, gv * a * dsl.exp(v), gv)
         elif OP == "gelu":
             cdf = 0.5 * (1.0 + dsl.erf(v * SQRT1_2))
             pdf = dsl.exp(-0.5 * v * v) * INV_SQRT_2PI
@@ -179,8 +179,8 @@ def unary_backward_kernel(g: GM, s: GM, dx: GM, a: float, b: float, OP: Const[st
         elif OP == "softplus":   # z = exp(x beta): x beta > threshold ? grad : grad z / (z + 1)
             z = dsl.exp(v * a)
             r = dsl.where(v * a > b, gv, gv * z / (z + 1.0))
-        else:   # hardswish, torch's vectorised kernel: x <= -3 ? 0 : x >= 3 ? grad : grad (x / 3 + 0.5)
-            r = dsl.where(v <= -3.0, 0.0, dsl.where(v >= 3.0, gv, gv * (v / 3.0 + 0.5)))
+        else:   # hardswish, torch: x <= -3 ? 0 : x < 3 ? grad (x / 3 + 0.5) : grad (a NaN input passes grad)
+            r = dsl.where(v <= -3.0, 0.0, dsl.where(v < 3.0, gv * (v / 3.0 + 0.5), gv))
         dx[t] = dsl.cast(r, dx.dtype)
 
 

@@ -145,6 +145,8 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     if K != K2:
         raise ValueError(f"matmul: inner dimensions differ ({K} vs {K2})")
     dt = out_dtype or (torch.int32 if a.dtype == torch.int8 else a.dtype)
+    if K == 0:   # an empty sum: zeros (mm_kernel has no k block to start its accumulator from)
+        return torch.zeros((M, N), dtype=dt)
     bl = Builder(key, (a, b), _THIRD)
     c = bl.v(bl.alloc((M, N), dt), (M, N))
     bl.run(mm_kernel, bl.v(0, a.shape), bl.v(1, b.shape), c, block_dim=cores or None, TA=transpose_a,
@@ -162,6 +164,9 @@ def bmm(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, co
     B = a.shape[0]
     M = a.shape[2] if transpose_a else a.shape[1]
     N = b.shape[1] if transpose_b else b.shape[2]
+    K = a.shape[1] if transpose_a else a.shape[2]
+    if K == 0:   # an empty sum: zeros
+        return torch.zeros((B, M, N), dtype=torch.int32 if a.dtype == torch.int8 else a.dtype)
     c = torch.empty((B, M, N), dtype=torch.int32 if a.dtype == torch.int8 else a.dtype)
     launch = bmm_kernel[cores] if cores else bmm_kernel
     launch(a.contiguous(), b.contiguous(), c, TA=transpose_a, TB=transpose_b)
@@ -187,7 +192,10 @@ def linear(x: Any, w: Any, bias: Any = None, cores: int | None = None) -> Any:
             return _linear_planned(key, x, w, bias, ins, cores)
     lead = x.shape[:-1]
     x2 = x.reshape(math.prod(lead), x.shape[-1]).contiguous()   # not -1: K may be 0
-    if bias is None:
+    if x2.shape[1] == 0:   # an empty sum: the bias (or zeros) in every row
+        y = torch.zeros((x2.shape[0], w.shape[0]), dtype=x.dtype) if bias is None else \
+            bias.expand(x2.shape[0], w.shape[0]).contiguous()   # no launch: nothing to multiply
+    elif bias is None:
         y = matmul(x2, w, transpose_b=True, cores=cores)
     else:
         y = torch.empty((x2.shape[0], w.shape[0]), dtype=x.dtype)

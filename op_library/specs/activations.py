@@ -72,10 +72,24 @@ def _bwd(fn: Callable[..., Any], saved: str = "input", params: tuple[str, ...] =
     return backward
 
 
+def _scalar_path(ref: Callable[..., Any]) -> Callable[..., Any]:
+    """`ref` one element at a time on small inputs (the special values, size-1 cases): torch's scalar
+    CPU path, which is the definition. Its vectorised kernels differ at the edges, and by ISA: gelu(+inf)
+    is NaN in AVX-512 lanes and +inf in the scalar path; elu / hardswish backward at a NaN input are
+    NaN in AVX2 lanes and grad in AVX-512 lanes and the scalar path. Autograd goes through the slices."""
+    def scalar_ref(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor) or not 0 < x.numel() <= 64:
+            return ref(x, *args, **kwargs)
+        flat = x.reshape(-1)
+        return torch.cat([ref(flat[i:i + 1], *args, **kwargs) for i in range(flat.numel())]).reshape(x.shape)
+    scalar_ref.__name__ = getattr(ref, "__name__", "ref")
+    return scalar_ref
+
+
 def _reg(name: str, fn: Callable[..., Any], ref: Callable[..., Any], bwd: Callable[..., Any] | None,
          ints: bool = False, kwargs: dict[str, Any] | None = None, case_op: str | None = None,
          tol: dict[torch.dtype, Tol] | None = None, fd: bool = True) -> None:
-    register(OpSpec(name, fn, ref, FLOATS + (INTS if ints else ()), _cases(case_op or name, kwargs), bwd,
+    register(OpSpec(name, fn, _scalar_path(ref), FLOATS + (INTS if ints else ()), _cases(case_op or name, kwargs), bwd,
                     (0,) if bwd is not None else (), tol=tol or {}, fd_check=fd))
 
 

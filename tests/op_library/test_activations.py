@@ -70,7 +70,9 @@ def test_special_values_as_torch(op: str, x: list[float]) -> None:
 ])
 def test_special_values_activations(op: str, x: list[float]) -> None:
     t = torch.tensor(x * 3)
-    got, want = getattr(L, op)(t), getattr(F, op)(t)
+    # torch's scalar path, element by element (its vector lanes differ at the edges, by ISA: AVX-512's
+    # gelu(+inf) is NaN)
+    got, want = getattr(L, op)(t), torch.cat([getattr(F, op)(t[i:i + 1]) for i in range(len(t))])
     assert torch.equal(got.isnan(), want.isnan())
     fin = ~want.isnan()
     torch.testing.assert_close(got[fin], want[fin], rtol=2.4e-7, atol=1e-40)

@@ -272,7 +272,7 @@ def test_bench_ops(entries: list[str], tmp_path: Path, capsys: pytest.CaptureFix
     assert skipped == {"op": none, "dtype": "float32", "note": "no large case"}
     s = doc["summary"]
     assert s["measured"] == 1 and s["no_large_case"] == [none] and s["median_ratio"] == row["ratio"]
-    assert (timed in s["memory_bound_below_85pct"]) == (row["eff"] < 0.85)
+    assert (timed in s["memory_bound_below_85pct"]) == (row["bound"] == "memory" and row["eff"] < 0.85)
     text = capsys.readouterr().out
     assert "== op library" in text and "median host/torch" in text and "no large case: t_nolarge" in text
 

@@ -123,3 +123,15 @@ def test_untyped_storage_on_npu():
         torch.UntypedStorage(-1, device="npu")
     del s, b, t
     assert torch.npu.memory_allocated() == before
+
+
+def test_matmul_with_no_inner_dimension_is_zeros():
+    """K = 0 used to return the output buffer uninitialised (mm_kernel has no k block to start from)."""
+    for _ in range(3):
+        junk = [torch.full((64, 64), 7.0) for _ in range(16)]   # leave garbage in freed memory
+        del junk
+        assert torch.equal(op_library.matmul(torch.randn(5, 0), torch.randn(0, 6)), torch.zeros(5, 6))
+        assert torch.equal(op_library.matmul(torch.randn(0, 5), torch.randn(6, 0), transpose_a=True,
+                                             transpose_b=True), torch.zeros(5, 6))
+        assert torch.equal(op_library.bmm(torch.randn(2, 5, 0), torch.randn(2, 0, 6)), torch.zeros(2, 5, 6))
+        assert torch.equal((torch.randn(3, 0).npu() @ torch.randn(0, 4).npu()).cpu(), torch.zeros(3, 4))

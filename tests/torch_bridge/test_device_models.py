@@ -47,6 +47,10 @@ class _Ops(TorchDispatchMode):
 
 
 LR = 3e-3
+#: weights after training, against CPU: Adam's step is lr * m / sqrt(v), about +-lr for any gradient
+#: component, so one near zero whose sign differs between the kernels' and torch's rounding moves its
+#: weight up to 2 * lr apart in one step (the losses, compared at 1e-4, show the training agrees)
+W_ATOL = 2 * LR
 
 
 def _assert_same(model: nn.Module, ref: nn.Module, atol: float = 1e-5) -> None:
@@ -109,7 +113,7 @@ def test_cnn_trains_like_cpu_without_fallbacks():
     ref_losses = _train_classifier(ref, data, "cpu")
     torch.testing.assert_close(losses, ref_losses, rtol=1e-4, atol=1e-4)
     assert losses[-1] < losses[0]
-    _assert_same(model, ref, atol=LR)
+    _assert_same(model, ref, atol=W_ATOL)
 
 
 def test_gpt_trains_like_cpu_without_fallbacks():
@@ -135,7 +139,7 @@ def test_gpt_trains_like_cpu_without_fallbacks():
     ref_losses = train(ref, data, "cpu")
     torch.testing.assert_close(losses, ref_losses, rtol=1e-4, atol=1e-4)
     assert losses[-1] < losses[0]
-    _assert_same(model, ref, atol=LR)
+    _assert_same(model, ref, atol=W_ATOL)
 
 
 @pytest.mark.parametrize("training", [True, False])

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 import op_library
+from torch_bridge.device import memory as _mem
 from torch_bridge.device.aten import KERNELS
 from torch_bridge.device.fallback import cpu_fallback, run_on_cpu
 
@@ -52,8 +53,16 @@ def npu_kernel(*names: str, dtypes: Sequence[torch.dtype] = F, check: Sequence[i
 HOST: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, tuple[Any, ...], dict[str, Any]]]] = {}
 
 
+#: composite ops whose kernel covers only some calls: the others run torch's own decomposition (the
+#: op's CPU-key kernel, which is the CompositeExplicitAutograd one) on npu tensors, its pieces on npu
+#: kernels, instead of falling back to the CPU
+COMPOSITE: set[str] = set()
+
+
 def fallback(name: str, ovl: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The CPU fallback of a call kernel `name` cannot take (HOST names the op to run if not `ovl`)."""
+    if name in COMPOSITE:
+        return ovl.redispatch(_mem._CPU_KEYS, *args, **kwargs)
     host = HOST.get(name)
     if host is not None:
         op, args, kwargs = host(args, kwargs)

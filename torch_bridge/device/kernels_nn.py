@@ -34,7 +34,7 @@ import torch
 
 import op_library
 from torch_bridge.device.aten import KERNELS
-from torch_bridge.device.kernels import FI, F, Unsupported, _mm, family, into, npu_kernel
+from torch_bridge.device.kernels import COMPOSITE, FI, F, Unsupported, _mm, family, into, npu_kernel
 
 _I32 = 2 ** 31
 
@@ -284,6 +284,9 @@ def constant_pad_nd(x: torch.Tensor, pad: Sequence[int], value: Any = 0) -> torc
     if x.numel() == 0 or len(pad) > 2 * x.dim():
         raise Unsupported
     return op_library.pad(x, list(pad), "constant", value)
+
+
+COMPOSITE.add("constant_pad_nd")   # other dtypes (int64 position ids, bool masks): torch's fill + copy
 
 
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -76,6 +76,8 @@ CODES: dict[str, str] = {
             "a dtype or memory argument that is neither",
     "E210": "a construct the kernel language does not support: a loop not over `dsl.tiles`/`dsl.range`, "
             "subscripting or calling a value that allows neither, writing single elements",
+    "E211": "a `dsl.alloc(..., buffers=2)` buffer whose value a loop carries from one iteration to the "
+            "next (read before that iteration writes it): its slots cannot alternate",
     # E3xx memory placement: on-chip buffers, data paths and synchronisation
     "E301": "a tile or window does not fit its on-chip memory or buffer (at compile time when static, "
             "at launch / run time otherwise)",

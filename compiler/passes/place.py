@@ -20,8 +20,9 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from compiler import sexpr as S
-from compiler.ir import Buf, Check, Kernel, Placement, Stmt
+from compiler.ir import Buf, Check, For, Kernel, Placement, Stmt
 from compiler.passes import budget
+from compiler.passes.carried import carried_read, init_flags
 from compiler.passes.lifetimes import inplace_groups, scan
 from compiler.passes.units import HW_MEM
 from compiler.sexpr import SExpr
@@ -70,10 +71,13 @@ def place_buffers(k: Kernel, cfg: HwConfig) -> Kernel:
     placement: dict[int, Placement] = {}
     checks: list[Stmt] = []
     by_mem: dict[Mem, list[dict]] = {}
+    flags = init_flags(k.body)
     for d in inplace_groups(scan(k.body)):
         b: Buf = d["buf"]
         slots = _slots(b, d, nbuf_default)
         loop = d["loops"][-1] if (slots > 1 and d["loops"]) else None
+        if loop is not None and _carried(d, loop, flags):
+            loop = None  # its value passes from one iteration to the next: the slots must not rotate
         slots = slots if loop is not None else 1
         stride = _row_stride(b)
         rows = fractal_pad(b)[0] if b.mem in CUBE_MEMS else b.cap[0]
@@ -203,6 +207,25 @@ def _runtime_checks(head: dict, region_off: SExpr, end: SExpr, cap_bytes: int, m
         out.append(Check(S.binary("<=", fits, cap_bytes), "E301", msg, values,
                          budget.runtime_hint(b, k, fewer, n - 1), b.loc))
     return out
+
+
+def _carried(d: dict, loop: For, flags: dict[str, set[int]]) -> bool:
+    """Whether an iteration of `loop` may read the group's value from an earlier one (slots that
+    rotate would hand it the other slot). An inferred tile then takes one slot (correct, the pipes
+    take turns); an explicit multi-slot buffer is an error at its `dsl.alloc`."""
+    read = carried_read(loop, {m.id for m in d["members"]}, flags)
+    if read is None:
+        return False
+    b: Buf = d["buf"]
+    if b.explicit:
+        at = f"line {read.loc.line}" if read.loc.line > 0 else "a later statement"
+        raise KernelError("E211", f"buffer '{b.name.split('.')[0]}' has buffers={b.buffers}, but the loop at line "
+                          f"{loop.loc.line} reads in one iteration what an earlier one wrote into it", b.loc,
+                          "the buffer carries a value from one iteration to the next, so its slots cannot "
+                          "alternate: use buffers=1",
+                          [f"{at} reads it before that iteration has written it (the write is conditional, "
+                           "in a loop that may not run, or after the read)"])
+    return True
 
 
 def _slots(b: Buf, d: dict, default: int | None) -> int:

@@ -234,14 +234,16 @@ def test_bad_input_leaves_optimizer_state_untouched() -> None:
 
 
 def test_gil_released_while_a_kernel_runs() -> None:
-    a, b = torch.randn(512, 512), torch.randn(512, 512)
+    """One long launch: with the GIL held for the whole kernel the main thread could not run at all
+    until it returned (at most a tick at its ends); released, it ticks all along. (Three short launches
+    on a fast AVX-512 host gave the main thread too few 0.5 ms ticks to tell the two apart.)"""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     npu.matmul(a, b)   # compiled before timing
     span: list[float] = []
 
     def worker() -> None:
         t0 = time.perf_counter()
-        for _ in range(3):
-            npu.matmul(a, b)
+        npu.matmul(a, b)
         span.extend([t0, time.perf_counter()])
     ticks: list[float] = []
     th = threading.Thread(target=worker)
@@ -251,8 +253,7 @@ def test_gil_released_while_a_kernel_runs() -> None:
         time.sleep(0.0005)
     th.join()
     inside = [t for t in ticks if span[0] < t < span[1]]
-    # with the GIL held for a whole kernel the main thread could only run between launches
-    assert len(inside) >= 10, (len(inside), span[1] - span[0])
+    assert len(inside) >= 4, (len(inside), span[1] - span[0])
 
 
 def test_profiler_hook_sees_each_call(monkeypatch: pytest.MonkeyPatch) -> None:

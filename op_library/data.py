@@ -90,6 +90,11 @@ def _pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
+def _pow2_floor(n: int) -> int:
+    """The largest power of two <= n (1 for n < 1)."""
+    return 1 << max(0, int(n).bit_length() - 1)
+
+
 def _blocks(n: int, cap: int) -> int:
     """A power of two block size, no larger than cap nor than n rounded up to a power of two."""
     return max(1, min(cap, _pow2(n)))
@@ -107,7 +112,10 @@ def _copy_rows(x2: Any, y2: Any, xo: int, yo: int, n: int) -> None:
     """y2[:, yo:yo + n] = x2[:, xo:xo + n] (2-D views with the same rows)."""
     if n <= 0 or x2.shape[0] == 0:
         return
-    br, bc = _cols(n, x2.element_size())
+    es = x2.element_size()
+    # 16 KiB blocks, smaller for a small copy so each of the 24 cores gets ~8 (the last block's
+    # store, which nothing overlaps, stays short): 1 MiB -> 4 KiB blocks
+    br, bc = _cols(n, es, max(2048, min(16384, _pow2_floor(x2.shape[0] * n * es // (8 * 24)))))
     K.copy2d(x2, y2, xo, yo, n, BR=br, BC=bc)
 
 
@@ -457,8 +465,12 @@ def _scatter_into(y: Any, d: int, idx: Any, src: Any) -> None:
     if ys[:d] != sh[:d] or ys[d + 1:] != sh[d + 1:]:
         raise AssertionError("scatter target must match the index outside dim (sliced by the caller)")
     bc = max(2, _blocks(B, 256))   # a step > 1: c is a window of columns, never a scalar
-    bj = _blocks(n, max(1, 4096 // bc))
-    K.scatter_add_elems(idx.reshape(A, n, B), src.reshape(A, n, B), y.reshape(A, ys[d], B), BJ=bj, BC=bc)
+    whole = int(B <= bc)
+    # about 4096 elements a block, but at least ~4 blocks a core (24) so loads overlap the adds
+    per = max(1, min(4096, _pow2_floor(A * n * B // (4 * 24))) // bc) if whole else max(1, 4096 // bc)
+    bj = _blocks(n, per)
+    K.scatter_add_elems(idx.reshape(A, n, B), src.reshape(A, n, B), y.reshape(A, ys[d], B), BJ=bj, BC=bc,
+                        WHOLE=whole)
 
 
 def scatter_add(input: Any, dim: int, index: Any, src: Any) -> Any:

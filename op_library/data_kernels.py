@@ -283,10 +283,17 @@ def gather_mid(x: GM, idx: GM, y: GM, BN: Const[int] = 64, BC: Const[int] = 64, 
 
 
 @dsl.kernel
-def scatter_add_elems(idx: GM, src: GM, y: GM, BJ: Const[int] = 64, BC: Const[int] = 64):
+def scatter_add_elems(idx: GM, src: GM, y: GM, BJ: Const[int] = 64, BC: Const[int] = 64,
+                      WHOLE: Const[int] = 0):
     """y[a, idx[a, j, c], c] += src[a, j, c] for idx (i32) / src (A, n, B), y (A, D, B): per block of BJ x BC
     elements one index tile, one src tile and one MTE3 scatter-add picked by the index tile (a burst
-    per element; repeated indices add up)."""
-    for a, jt in dsl.tiles2d((idx.shape[0], idx.shape[1]), (1, BJ)):
-        for c in dsl.range(0, idx.shape[2], BC):
-            dsl.atomic_add(y[a.start, idx[a.start, jt, c], c], src[a.start, jt, c])
+    per element; repeated indices add up). WHOLE=1 (B <= BC): a block spans all B columns and the
+    block loop is the innermost loop, so its tiles rotate ping-pong slots across blocks (the next
+    block's loads overlap this block's adds; an inner column loop of one trip would pin one slot)."""
+    if WHOLE:
+        for a, jt in dsl.tiles2d((idx.shape[0], idx.shape[1]), (1, BJ)):
+            dsl.atomic_add(y[a.start, idx[a.start, jt, :], :], src[a.start, jt, :])
+    else:
+        for a, jt in dsl.tiles2d((idx.shape[0], idx.shape[1]), (1, BJ)):
+            for c in dsl.range(0, idx.shape[2], BC):
+                dsl.atomic_add(y[a.start, idx[a.start, jt, c], c], src[a.start, jt, c])

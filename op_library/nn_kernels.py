@@ -136,14 +136,16 @@ def nll_sum_kernel(x: GM, tgt: GM[i32], w: GM[f32], ps: GM[f32, 2], pw: GM[f32, 
         ti = tgt[t]
         ok = ti != ign
         safe = dsl.where(ok, ti, 0)
-        v = dsl.cast(x[t, safe], f32)
+        b = t.start // R
         if HAS_W:
             wi = dsl.where(ok, w[safe], 0.0)
-        else:
-            wi = dsl.cast(ok, f32)
-        b = t.start // R
-        ps[0:1, b:b + 1] = -dsl.sum(dsl.where(ok, wi * v, 0.0), axis=0, keepdims=True)
-        pw[0:1, b:b + 1] = dsl.sum(wi, axis=0, keepdims=True)
+            v = dsl.cast(x[t, safe], f32)
+            ps[0:1, b:b + 1] = -dsl.sum(dsl.where(ok, wi * v, 0.0), axis=0, keepdims=True)
+            pw[0:1, b:b + 1] = dsl.sum(wi, axis=0, keepdims=True)
+        else:   # the row count goes out while MTE2 gathers; where() masks an ignored row's x (may be -inf)
+            pw[0:1, b:b + 1] = dsl.sum(dsl.cast(ok, f32), axis=0, keepdims=True)
+            v = dsl.cast(x[t, safe], f32)
+            ps[0:1, b:b + 1] = -dsl.sum(dsl.where(ok, v, 0.0), axis=0, keepdims=True)
 
 
 @dsl.kernel

@@ -164,7 +164,7 @@ def group_norm_fwd(x: GM, w: GM, b: GM, y: GM, G: int, eps: float, HAS_W: Const[
                    SB: Const[int] = 2048, SINGLE: Const[int] = 0):
     """x, y (N * G, Cg, S); w, b (G, Cg), or (G * Cg, 1) columns with SINGLE. One (sample, group) row per
     tile. SINGLE=1 (the row fits UB): the (Cg, S) row is loaded once, its mean and variance (two-pass)
-    taken in UB and the result stored from it (one read of x instead of three)."""
+    taken in UB and y = x * scale + shift stored from it (one read of x instead of three)."""
     CG = x.shape[1]
     S = x.shape[2]
     cnt = CG * S
@@ -179,14 +179,17 @@ def group_norm_fwd(x: GM, w: GM, b: GM, y: GM, G: int, eps: float, HAS_W: Const[
             m1 = dsl.sum(dsl.sum(xt, axis=1, keepdims=True), axis=0, keepdims=True) / cnt
             dv = xt - m1
             r1 = dsl.rsqrt(dsl.sum(dsl.sum(dv * dv, axis=1, keepdims=True), axis=0, keepdims=True) / cnt + eps)
+            # y = x * scale + shift per channel (scale = w * rstd, shift = b - mean * scale), as torch's
+            # CPU kernel computes it: dv stays in registers, and the last pass reads x once
             if HAS_W == 1:
                 sc1 = dsl.cast(w[gi * CG:gi * CG + CG, 0:1], f32) * r1
             else:
                 sc1 = dsl.zeros((CG, 1), f32) + r1
             if HAS_B == 1:
-                y[row, :, :] = dsl.cast(dv * sc1 + dsl.cast(b[gi * CG:gi * CG + CG, 0:1], f32), y.dtype)
+                sh1 = dsl.cast(b[gi * CG:gi * CG + CG, 0:1], f32) - m1 * sc1
             else:
-                y[row, :, :] = dsl.cast(dv * sc1, y.dtype)
+                sh1 = dsl.zeros((CG, 1), f32) - m1 * sc1
+            y[row, :, :] = dsl.cast(xt * sc1 + sh1, y.dtype)
         else:
             acc = dsl.zeros((1, 1), f32)
             for ci in dsl.range(CG):

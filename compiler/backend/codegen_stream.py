@@ -427,8 +427,10 @@ def _fused_pass(g: Gen, grp: Group) -> None:
                 if bc[1]}  # a column broadcast: one value per row
         return rowp, once
 
-    def element(rowp: dict[Any, str], once: dict[int, str], c: str, nt: bool) -> dict[int, str]:
-        """Column c of a row through the members (a reduction excepted): buffer id -> its value."""
+    def element(rowp: dict[Any, str], once: dict[int, str], c: str, nt: bool,
+                defer: list[tuple[Any, str, str]] | None = None) -> dict[int, str]:
+        """Column c of a row through the members (a reduction excepted): buffer id -> its value. With
+        `defer`, UB writes are appended there (dtype, pointer, value) for the caller to emit later."""
         vals: dict[int, str] = {}
 
         def value(b: Buf) -> str:
@@ -442,7 +444,11 @@ def _fused_pass(g: Gen, grp: Group) -> None:
         def put(b: Buf, v: str) -> None:
             vals[b.id] = v
             if b.id not in grp.internal or (nt and b is staged):
-                store_elem(g, b.dtype, g.op(f"getelementptr {ety(b.dtype)}, ptr {rowp[b.id]}, i64 {c}"), v)
+                p = g.op(f"getelementptr {ety(b.dtype)}, ptr {rowp[b.id]}, i64 {c}")
+                if defer is None:
+                    store_elem(g, b.dtype, p, v)
+                else:
+                    defer.append((b.dtype, p, v))
 
         for j, (pos, s) in enumerate(zip(grp.index, grp.stmts)):
             if isinstance(s, Load):
@@ -479,9 +485,9 @@ def _fused_pass(g: Gen, grp: Group) -> None:
         assert isinstance(red, VOp) and isinstance(red.srcs[0], Buf)
         rid = red.srcs[0].id
 
-        def row_elems(r: str) -> Callable[[str], str]:
+        def row_elems(r: str) -> Callable[..., str]:
             rowp, once = row_ptrs(r)
-            return lambda c: element(rowp, once, c, False)[rid]
+            return lambda c, defer=None: element(rowp, once, c, False, defer)[rid]
 
         fused_reduce(g, red, rows, cols, row_elems)
         return

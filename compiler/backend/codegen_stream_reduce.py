@@ -17,7 +17,7 @@ Only the data work is here; the reduction's trace event is issued in place like 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from compiler import sexpr as S
 from compiler.backend.codegen_elem import compute_ty, ety, i64_of, store_elem
@@ -82,9 +82,14 @@ def _combine(g: Gen, instr: Instr, ty: str, ct: str, a: str, b: str) -> str:
     return g.op(f"call {ty} @llvm.{name}.{suffix}({ty} {a}, {ty} {b})")
 
 
-def fused_reduce(g: Gen, s: VOp, rows: str, cols: str, row_elems: Callable[[str], Callable[[str], str]]) -> None:
-    """Reduction `s` over rows x cols elements that `row_elems(r)(c)` computes (in the compute type of
-    the reduction's source: the value its producer would have put in UB), results into s.dst."""
+def fused_reduce(g: Gen, s: VOp, rows: str, cols: str, row_elems: Callable[[str], Callable[..., str]]) -> None:
+    """Reduction `s` over rows x cols elements that `row_elems(r)(c, defer)` computes (in the compute
+    type of the reduction's source: the value its producer would have put in UB), results into s.dst.
+    The UB writes of a 16-element chunk (members whose tiles are read after the group) come back in
+    `defer` and are emitted after the chunk's 16 loads: GM and UB are disjoint and the group's windows
+    were checked not to overlap (`codegen_stream._fusable`), and with no store between them the SLP
+    vectoriser merges the loads (and the stores) into vectors; interleaved, it could not prove them
+    apart and left 16 scalar loads and stores (~6x slower)."""
     src = s.srcs[0]
     assert isinstance(src, Buf)
     ct = compute_ty(src.dtype)
@@ -104,9 +109,12 @@ def fused_reduce(g: Gen, s: VOp, rows: str, cols: str, row_elems: Callable[[str]
         def chunk(i: str, acc: list[str]) -> list[str]:
             base = g.op(f"shl i64 {i}, 4")
             vec = "poison"
+            pending: list[tuple[Any, str, str]] = []
             for lane in range(LANES):  # one vector of 16 elements (the SLP vectoriser merges the lanes)
                 c = base if lane == 0 else g.op(f"add nuw nsw i64 {base}, {lane}")
-                vec = g.op(f"insertelement {vt} {vec}, {ct} {elem(c)}, i64 {lane}")
+                vec = g.op(f"insertelement {vt} {vec}, {ct} {elem(c, pending)}, i64 {lane}")
+            for dt, p, v in pending:
+                store_elem(g, dt, p, v)
             return [_combine(g, s.instr, vt, ct, acc[0], vec)]
 
         if ordered:  # lane_sum's order: one accumulator

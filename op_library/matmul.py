@@ -5,6 +5,12 @@ K loop that stages A and B windows GM -> L1 -> L0A/L0B and accumulates in L0C, a
 through the FIX pipe (casting to the output dtype on the way). Transposed operands are read as
 windows of `x.T`: the DMA reads the stored layout and the L1 -> L0 move transposes.
 
+Block sizes follow the shape (`_blocks`, `_bmm_blocks`): edges from 64 to 128 in steps of 16, the
+pair whose busiest core has the fewest estimated cycles. Large products keep 128 x 128 (fewest GM
+reads); small and skinny ones take narrower blocks so every core gets work (on the timing model:
+512^3 f32 -0.20, 8 x 256^3 bmm -0.25, 64 x 4096 x 4096 -0.22, 256^3 -0.64 of the cycles; no shape
+tried got slower).
+
 matmul and linear on contiguous CPU tensors keep their host work per signature (dtypes, shapes,
 transposes, cores) as a plan (op_library._plan): a later call allocates the result and launches the
 same kernel with its argument block marshalled once.
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import dsl
@@ -97,9 +104,46 @@ def _torch() -> Any:
     return torch
 
 
-def _blocks(m: int, n: int, k: int) -> dict[str, int]:
-    """Block sizes: 128 x 128 x 64 fit L0A/L0B/L0C double-buffered for every operand type."""
-    return {"BM": 128, "BN": 128, "BK": 64}
+_CORES = 24      # the default config's AI cores (a schedule choice only: any core count runs)
+_EDGES = (128, 112, 96, 80, 64)   # block edges tried (multiples of 16: whole fractals); 128 x 128 x 64
+# fits L0A / L0B / L0C double-buffered for every operand type, and so does every smaller block
+_MACS = {1: 8192, 2: 4096, 4: 2048}   # cube MACs per cycle by operand element size (i8, f16 / bf16, f32)
+
+
+def _block_cycles(bm: int, bn: int, k: int, es: int) -> float:
+    """A block's cycles on the default core, roughly: per 64-deep k step the larger of the A and B
+    windows' GM -> L1 reads (~105 bytes a cycle from L2, as measured in traces) and the mmad, then
+    the FIX pipe writing the f32 / i32 block out (128 bytes a cycle)."""
+    steps = -(-k // 64)
+    return steps * max((bm + bn) * 64 * es / 105, bm * bn * 64 / _MACS.get(es, 2048)) + bm * bn * 4 / 128
+
+
+def _pick(cost: Callable[[int, int], float]) -> dict[str, int]:
+    """The (BM, BN) of least estimated cost, 128 x 128 on ties (fewest blocks)."""
+    bm, bn = min(((m, n) for m in _EDGES for n in _EDGES), key=lambda b: (cost(*b), -b[0] * b[1]))
+    return {"BM": bm, "BN": bn, "BK": 64}
+
+
+def _blocks(m: int, n: int, k: int, es: int = 4, cores: int | None = None) -> dict[str, int]:
+    """Block sizes of mm_kernel for an (m, k) @ (k, n) product: the busiest core's blocks times a
+    block's estimated cycles, least over the candidate edges. A product with too few 128 x 128
+    blocks for the cores takes narrower ones (512^3 f32: 16 blocks of 128 x 128 on 16 of 24 cores ->
+    24 of 128 x 96, 9,311 -> 7,460 cycles); a large one keeps 128 x 128 (fewest GM reads)."""
+    c = cores or _CORES
+
+    def cost(bm: int, bn: int) -> float:
+        return -(-(-(-m // bm) * -(-n // bn)) // c) * _block_cycles(bm, bn, k, es)
+    return _pick(cost)
+
+
+def _bmm_blocks(b: int, m: int, n: int, k: int, es: int = 4, cores: int | None = None) -> dict[str, int]:
+    """bmm_kernel deals (batch, BM-row strip) pairs over the cores, each strip walking all of N in
+    BN blocks: the busiest core's strips times the strip's blocks, least over the candidates."""
+    c = cores or _CORES
+
+    def cost(bm: int, bn: int) -> float:
+        return -(-(b * -(-m // bm)) // c) * -(-n // bn) * _block_cycles(bm, bn, k, es)
+    return _pick(cost)
 
 
 def _check_mm(op: str, named: tuple[tuple[str, Any], ...]) -> None:
@@ -150,7 +194,7 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     bl = Builder(key, (a, b), _THIRD)
     c = bl.v(bl.alloc((M, N), dt), (M, N))
     bl.run(mm_kernel, bl.v(0, a.shape), bl.v(1, b.shape), c, block_dim=cores or None, TA=transpose_a,
-           TB=transpose_b, **_blocks(M, N, K))
+           TB=transpose_b, **_blocks(M, N, K, a.element_size(), cores))
     return bl.finish()
 
 
@@ -159,6 +203,7 @@ _FOURTH = operator.itemgetter(3)
 
 
 def bmm(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, cores: int | None = None) -> Any:
+    """op(a[i]) @ op(b[i]) for 3-D torch tensors (f16, bf16, f32, i8; i32 result for i8)."""
     torch = _torch()
     _check_mm("bmm", (("a", a), ("b", b)))
     B = a.shape[0]
@@ -169,7 +214,8 @@ def bmm(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, co
         return torch.zeros((B, M, N), dtype=torch.int32 if a.dtype == torch.int8 else a.dtype)
     c = torch.empty((B, M, N), dtype=torch.int32 if a.dtype == torch.int8 else a.dtype)
     launch = bmm_kernel[cores] if cores else bmm_kernel
-    launch(a.contiguous(), b.contiguous(), c, TA=transpose_a, TB=transpose_b)
+    launch(a.contiguous(), b.contiguous(), c, TA=transpose_a, TB=transpose_b,
+           **_bmm_blocks(B, M, N, K, a.element_size(), cores))
     return c
 
 
@@ -217,7 +263,7 @@ def _linear_planned(key: Any, x: Any, w: Any, bias: Any, ins: tuple[Any, ...], c
             raise ValueError(f"matmul: inner dimensions differ ({K} vs {K2})")
         y = bl.v(bl.alloc((*x.shape[:-1], N), torch.int32 if x.dtype == torch.int8 else x.dtype), (m, N))
         bl.run(mm_kernel, bl.v(0, (m, K)), bl.v(1, (N, K2)), y, block_dim=cores or None, TA=False, TB=True,
-               **_blocks(m, N, K))
+               **_blocks(m, N, K, x.element_size(), cores))
     else:
         y = bl.v(bl.alloc((*x.shape[:-1], N), x.dtype), (m, N))
         bl.run(linear_kernel, bl.v(0, (m, K)), bl.v(1, (N, K2)), bl.v(2, tuple(bias.shape)), y,

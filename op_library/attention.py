@@ -95,11 +95,13 @@ class _Problem:
     offset: int
 
 
-def _blocks(D: int, dtype: torch.dtype, backward: bool = False) -> dict[str, int]:
+def _blocks(D: int, dtype: torch.dtype, backward: bool = False, extra: bool = False) -> dict[str, int]:
     """(BQ, BKV): what fits L0A / L0B double-buffered (each cube product has its own buffers: the
-    backward's three per block take three times the room) and UB, for the head dim and dtype."""
+    backward's three per block take three times the room) and UB, for the head dim and dtype.
+    `extra`: the backward also holds a mask block or dropout draws in UB (an f16 / bf16 backward at
+    head dim 64 with an additive mask, or a bool mask and causal, overflowed UB with BKV = 64)."""
     if backward:
-        bq, bkv = (32, 32) if dtype == torch.float32 else (32, 64)
+        bq, bkv = (32, 32) if dtype == torch.float32 or extra else (32, 64)
     else:
         bq, bkv = 64, 64
     wide = max(D, 16)
@@ -121,8 +123,8 @@ def _kernel_args(pb: _Problem, q: _Heads, k: _Heads) -> tuple[Any, ...]:
 
 
 def _consts(pb: _Problem, dtype: torch.dtype, backward: bool = False) -> dict[str, Any]:
-    return dict(D=pb.D, DV=pb.DV, MASK=pb.mask_kind, BAND=pb.band, DROP=pb.p > 0, **_blocks(max(pb.D, pb.DV), dtype,
-                                                                                            backward))
+    return dict(D=pb.D, DV=pb.DV, MASK=pb.mask_kind, BAND=pb.band, DROP=pb.p > 0,
+                **_blocks(max(pb.D, pb.DV), dtype, backward, pb.mask_kind != 0 or pb.p > 0))
 
 
 def _forward(pb: _Problem, q: _Heads, k: _Heads, v: _Heads, o: _Heads, pv: bool = True

@@ -111,11 +111,15 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _block(M: int, N: int) -> tuple[int, int]:
+_WIDE = {"div_floor": 2048}   # ops whose temporaries need narrower blocks: div_floor's exact remainder
+# (Veltkamp splits, Dekker's product) keeps ~14 live tiles, which at 4096 columns overflow UB (E301)
+
+
+def _block(M: int, N: int, op: str = "") -> tuple[int, int]:
     """(C, R): a block of R x C elements of the (M, N) plane, from a few sizes only (each is a
-    compiled variant): C the power of two in 16, 128, 1024, 4096 that covers N (or 4096), R = 1 for
-    a single row, else as many rows as make _ELEMS elements."""
-    C = next((c for c in (16, 128, 1024) if N <= c), _ELEMS)
+    compiled variant): C the power of two in 16, 128, 1024, 4096 that covers N (or 4096; `_WIDE`
+    caps it per op), R = 1 for a single row, else as many rows as make _ELEMS elements."""
+    C = min(next((c for c in (16, 128, 1024) if N <= c), _ELEMS), _WIDE.get(op, _ELEMS))
     return C, (1 if M == 1 else _ELEMS // C)
 
 
@@ -200,7 +204,7 @@ def _launch(op: str, operands: Sequence[Any], out_dtype: torch.dtype, compute: t
     lead, frame = dims[:-3], dims[-3:]
     frame = [(1, (True,) * len([s for s in shapes if s is not None]))] * (3 - len(frame)) + frame
     P, M, N = (d[0] for d in frame)
-    C, R = _block(M, N)
+    C, R = _block(M, N, op)
     out_v = out.view(*[d[0] for d in lead], P, M, N)
     consts: dict[str, Any] = {"OP": op, "R": R, "C": C}
     scal = {"sa": 0.0, "sb": 0.0, "sc": 0.0, "ia": 0, "ib": 0, "ic": 0, "qa": 0, "qb": 0, "qc": 0}

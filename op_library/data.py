@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from op_library import data_kernels as K
+from op_library._cores import CORES
 from op_library.data_nn import (
     adaptive_avg_pool2d,
     adaptive_avg_pool2d_backward,
@@ -113,9 +114,9 @@ def _copy_rows(x2: Any, y2: Any, xo: int, yo: int, n: int) -> None:
     if n <= 0 or x2.shape[0] == 0:
         return
     es = x2.element_size()
-    # 16 KiB blocks, smaller for a small copy so each of the 24 cores gets ~8 (the last block's
+    # 16 KiB blocks, smaller for a small copy so each of the CORES cores gets ~8 (the last block's
     # store, which nothing overlaps, stays short): 1 MiB -> 4 KiB blocks
-    br, bc = _cols(n, es, max(2048, min(16384, _pow2_floor(x2.shape[0] * n * es // (8 * 24)))))
+    br, bc = _cols(n, es, max(2048, min(16384, _pow2_floor(x2.shape[0] * n * es // (8 * CORES)))))
     K.copy2d(x2, y2, xo, yo, n, BR=br, BC=bc)
 
 
@@ -445,7 +446,7 @@ def gather(input: Any, dim: int, index: Any) -> Any:
         bn = _blocks(n, 2048)
         bd = _blocks(D, 16384 // es)
         cap = max(1, min(16384 // (bd * es), 4096 // bn))
-        br = _blocks(A, 1 << (cap.bit_length() - 1))
+        br = _blocks(A, _pow2_floor(cap))
         K.gather_last(x.reshape(A, D), idx.reshape(A, n), y.reshape(A, n), BR=br, BN=bn, BD=bd, SPLIT=int(D > bd))
     else:
         bc = _blocks(B, 128 if es >= 4 else 256)
@@ -466,8 +467,8 @@ def _scatter_into(y: Any, d: int, idx: Any, src: Any) -> None:
         raise AssertionError("scatter target must match the index outside dim (sliced by the caller)")
     bc = max(2, _blocks(B, 256))   # a step > 1: c is a window of columns, never a scalar
     whole = int(B <= bc)
-    # about 4096 elements a block, but at least ~4 blocks a core (24) so loads overlap the adds
-    per = max(1, min(4096, _pow2_floor(A * n * B // (4 * 24))) // bc) if whole else max(1, 4096 // bc)
+    # about 4096 elements a block, but at least ~4 blocks a core so loads overlap the adds
+    per = max(1, min(4096, _pow2_floor(A * n * B // (4 * CORES))) // bc) if whole else max(1, 4096 // bc)
     bj = _blocks(n, per)
     K.scatter_add_elems(idx.reshape(A, n, B), src.reshape(A, n, B), y.reshape(A, ys[d], B), BJ=bj, BC=bc,
                         WHOLE=whole)

@@ -24,6 +24,7 @@ from typing import Any
 
 import dsl
 from dsl import GM, Const, f32, i8, i32
+from op_library._cores import CORES
 from op_library._plan import PLANS, Builder, sigs
 
 __all__ = ["matmul", "matmul_backward", "bmm", "bmm_backward", "linear", "linear_backward"]
@@ -104,7 +105,6 @@ def _torch() -> Any:
     return torch
 
 
-_CORES = 24      # the default config's AI cores (a schedule choice only: any core count runs)
 _EDGES = (128, 112, 96, 80, 64)   # block edges tried (multiples of 16: whole fractals); 128 x 128 x 64
 # fits L0A / L0B / L0C double-buffered for every operand type, and so does every smaller block
 _MACS = {1: 8192, 2: 4096, 4: 2048}   # cube MACs per cycle by operand element size (i8, f16 / bf16, f32)
@@ -129,7 +129,7 @@ def _blocks(m: int, n: int, k: int, es: int = 4, cores: int | None = None) -> di
     block's estimated cycles, least over the candidate edges. A product with too few 128 x 128
     blocks for the cores takes narrower ones (512^3 f32: 16 blocks of 128 x 128 on 16 of 24 cores ->
     24 of 128 x 96, 9,311 -> 7,460 cycles); a large one keeps 128 x 128 (fewest GM reads)."""
-    c = cores or _CORES
+    c = cores or CORES
 
     def cost(bm: int, bn: int) -> float:
         return -(-(-(-m // bm) * -(-n // bn)) // c) * _block_cycles(bm, bn, k, es)
@@ -139,7 +139,7 @@ def _blocks(m: int, n: int, k: int, es: int = 4, cores: int | None = None) -> di
 def _bmm_blocks(b: int, m: int, n: int, k: int, es: int = 4, cores: int | None = None) -> dict[str, int]:
     """bmm_kernel deals (batch, BM-row strip) pairs over the cores, each strip walking all of N in
     BN blocks: the busiest core's strips times the strip's blocks, least over the candidates."""
-    c = cores or _CORES
+    c = cores or CORES
 
     def cost(bm: int, bn: int) -> float:
         return -(-(b * -(-m // bm)) // c) * -(-n // bn) * _block_cycles(bm, bn, k, es)

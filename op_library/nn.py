@@ -61,6 +61,7 @@ import torch
 
 from dsl.errors import KernelError
 from op_library import nn_kernels as K
+from op_library._cores import CORES
 from op_library._plan import PLANS, Builder, sigs
 
 __all__ = ["embedding", "embedding_backward", "cross_entropy", "cross_entropy_backward", "nll_loss",
@@ -397,15 +398,13 @@ def nll_loss(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
     return _reduce(loss, reduction, wt, input.dtype)
 
 
-
-_CORES = 24   # the default config's AI cores: blocks per launch to aim for (a schedule choice only)
 _E404_INDEX = re.compile(r"index (-?\d+) .*is outside")
 
 
 def _nll_r(M: int) -> int:
-    """Rows per block of the nll kernels: about M / _CORES rounded up to a multiple of 8 (whole
+    """Rows per block of the nll kernels: about M / CORES rounded up to a multiple of 8 (whole
     32-byte blocks of i32 / f32), from 64 to 2048: a block per core, every core busy."""
-    return max(64, min(2048, -(-M // (8 * _CORES)) * 8))
+    return max(64, min(2048, -(-M // (8 * CORES)) * 8))
 
 
 def _nll_key(input: Any, target: Any, weight: Any, size_average: Any, reduce: Any, ignore_index: Any,

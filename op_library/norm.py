@@ -60,6 +60,7 @@ from typing import Any
 import torch
 
 from op_library import norm_kernels as K
+from op_library._cores import CORES
 from op_library._plan import PLANS, Builder, scalar_sig, sigs, tensor_sig
 from op_library.norm_bn import batch_norm, batch_norm_backward, group_norm, group_norm_backward
 
@@ -70,7 +71,6 @@ __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
            "group_norm_backward"]
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
-_CORES = 24
 # f32 elements of one R x D tile that a one-pass kernel keeps in UB (loads double-buffered, f32
 # temporaries); above it the blocked kernels run. Measured against E301 for every kernel and dtype.
 _ROW_ELEMS = {"softmax": 8192, "softmax_bwd": 6144, "masked": 8192, "layer_norm": 4608, "rms_norm": 4096,
@@ -95,7 +95,7 @@ def _rows(n: int, d: int, kind: str) -> int:
     if d > limit:
         return 0
     r = 1
-    while r < 64 and 2 * r * d <= limit and 2 * r * 2 * _CORES <= n:
+    while r < 64 and 2 * r * d <= limit and 2 * r * 2 * CORES <= n:
         r *= 2
     return r
 

@@ -48,6 +48,7 @@ from typing import Any
 
 import torch
 
+from op_library._cores import CORES
 from op_library._plan import PLANS, Builder, tensor_sig
 from op_library.reduce_kernels import (
     bwd_cols_kernel,
@@ -69,7 +70,6 @@ _INF = float("inf")
 _SCALAR_NAMES = {torch.int32: "Int", torch.int64: "Long", torch.int16: "Short", torch.int8: "Char",
                  torch.uint8: "Byte", torch.bool: "Bool"}   # c10's ScalarType names, as torch's messages use
 _BUDGET = 8192          # elements of one (BR, C) block: 32 KiB of f32 in UB
-_CORES = 24             # the default config's cores, for choosing column blocks
 _I32 = torch.int32
 _bmax, _bmin = builtins.max, builtins.min   # max / min / sum are the ops in this module
 
@@ -159,7 +159,7 @@ def _row_tiles(O: int, R: int) -> tuple[int, int]:
 def _col_tiles(O: int, R: int, I: int, itemsize: int) -> tuple[int, int]:
     """(BR, C) of cols_kernel: C a power of two (16 .. 1024) that gives every core a column block when
     the shape allows, BR rows so that a block is ~4096 elements."""
-    want = _bmax(1, -(-_CORES // _bmax(O, 1)))
+    want = _bmax(1, -(-CORES // _bmax(O, 1)))
     C = _bmin(_bmax(16, _p2(-(-I // want))), 1024)
     if _p2(-(-I // want)) > -(-I // want) and C > 16:
         C //= 2     # round down: more blocks than cores rather than fewer
@@ -508,7 +508,7 @@ def _scan_block(n: int, blocks_per: int, esize: int) -> int:
     groups of them): the largest block whose busiest core has within 10% of the fewest items (small
     blocks cost per-block overhead on the host)."""
     cap = 64 if esize >= 4 else 96
-    loads = {b: -(-(blocks_per * -(-n // b)) // _CORES) * b for b in range(16, cap + 1, 16)}
+    loads = {b: -(-(blocks_per * -(-n // b)) // CORES) * b for b in range(16, cap + 1, 16)}
     best = _bmin(loads.values())
     return _bmax(b for b, v in loads.items() if v <= best * 1.1)
 
